@@ -1,0 +1,43 @@
+// Buffer configuration: the capacities a communication buffer is sized for.
+//
+// Every rank must pass the same configuration; Buffer checks that when it is created and names
+// the first field that differs. The struct carries its own size and version so it can grow
+// without breaking callers compiled against an older header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace switchyard {
+
+struct BufferConfig {
+    uint32_t struct_size = sizeof(BufferConfig);
+    uint32_t version = 1;
+
+    // Capacities (maxima over all calls on this buffer).
+    int32_t max_tokens_per_rank = 4096;  // T_max of high-throughput calls
+    int32_t max_hidden = 7168;           // largest hidden size H
+    int32_t max_topk = 8;                // largest top-k K
+    int32_t max_experts = 256;           // largest number of experts E
+
+    // Which modes get memory. The high-throughput (HT) regions scale with T_max, the
+    // low-latency (LL) regions with ll_max_tokens_per_rank.
+    bool enable_high_throughput = true;
+    bool enable_low_latency = false;
+    int32_t ll_max_tokens_per_rank = 128;
+
+    // Bound on every wait for another rank, on the GPU and on the host.
+    double timeout_seconds = 100.0;
+
+    // Splits the ranks of one host into this many emulated nodes (tests of the hierarchical
+    // path). 0 = take SWITCHYARD_EMULATED_NODES from the environment, else real hosts.
+    int32_t emulated_nodes = 0;
+
+    // SM budget of the communication kernels; 0 = the analytical SM model decides.
+    int32_t num_sms = 0;
+};
+
+// "max_tokens_per_rank=4096, max_hidden=7168, ..." for logs and error messages.
+std::string describe(const BufferConfig& config);
+
+}  // namespace switchyard

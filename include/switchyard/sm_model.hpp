@@ -1,0 +1,54 @@
+// The analytical SM model (DESIGN.md §7): how many SMs a communication kernel needs to keep its
+// bottleneck link busy, computed from a bandwidth model instead of auto-tuning.
+//
+// Per unit of token payload, a sender SM reads the token once and writes it once per distinct
+// destination rank; the links carry only the remote share of those writes. The SM count that
+// matches the SMs' read and write throughput to the link's throughput, with headroom, is the
+// answer. All figures are per-arch constants that a calibration can replace.
+#pragma once
+
+#include <string>
+
+namespace switchyard {
+
+// Expected number of distinct groups hit by top-k of `num_experts` experts, when the experts are
+// split into `num_groups` equal groups and the k experts are a uniform random k-subset:
+//   g * (1 - C(E - E/g, k) / C(E, k)).
+double expected_distinct_groups(int num_experts, int topk, int num_groups);
+
+struct ArchBandwidth {
+    double sm_read_gbps = 200.0;   // one SM reading local HBM with bulk copies
+    double sm_write_gbps = 75.0;   // one SM storing to a peer over NVLink
+    double nvlink_gbps = 390.0;    // per direction, copy-engine peer bound
+    double rdma_gbps = 46.0;       // per NIC, scale-out
+};
+
+// Constants for a compute capability (9.x: measured on H200 NV18; others: conservative leads).
+ArchBandwidth default_arch_bandwidth(int compute_capability_major);
+
+struct SmModelInput {
+    int num_experts = 256;
+    int topk = 8;
+    int num_ranks = 8;       // R
+    int num_nodes = 1;       // scale-out groups; 1 = one NVLink domain (direct kernels)
+    int num_device_sms = 132;
+    int max_sms = 0;         // budget (e.g. SMs / ranks sharing the GPU); 0 = num_device_sms
+    double headroom = 1.25;  // over the balanced-load estimate
+    ArchBandwidth bandwidth{};
+};
+
+struct SmModelResult {
+    double expected_ranks_per_token = 0;  // distinct destination ranks of one token
+    double expected_nodes_per_token = 0;  // distinct destination nodes of one token
+    double link_bytes_per_token = 0;      // bottleneck link bytes per token byte sent by this rank
+    double sm_read_bytes_per_token = 0;   // SM read bytes per token byte
+    double sm_write_bytes_per_token = 0;  // SM write bytes per token byte
+    double link_gbps = 0;                 // the bottleneck link's bandwidth
+    std::string bottleneck;               // "nvlink" or "rdma" or "none"
+    double exact_sms = 0;                 // before headroom and rounding
+    int num_sms = 0;                      // the choice: rounded up to even, within [2, budget]
+};
+
+SmModelResult model_num_sms(const SmModelInput& input);
+
+}  // namespace switchyard

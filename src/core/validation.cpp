@@ -1,0 +1,262 @@
+// Host-side argument validation (see validation.hpp).
+#include "core/validation.hpp"
+
+#include <sstream>
+#include <string>
+
+#include "switchyard/errors.hpp"
+
+namespace switchyard::core {
+namespace {
+
+// Bulk copies move rows in 16-byte units from 16-byte aligned addresses.
+constexpr int64_t kRowAlignmentBytes = 16;
+constexpr int32_t kMaxSupportedTopk = 32;     // one warp lane per top-k slot
+constexpr int32_t kMaxSupportedExperts = 4096;
+constexpr int32_t kMaxSupportedHidden = 65536;
+
+[[noreturn]] void fail(const std::string& message) { throw InvalidArgument("switchyard: " + message); }
+
+std::string shape_text(const TensorView& view) { return view.describe(); }
+
+void require_device(const TensorView& view, const char* name, const ValidationContext& context) {
+    if (!(view.device == context.device)) {
+        std::ostringstream out;
+        out << name << " must be on the buffer's device ("
+            << (context.device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(context.device.id) : "cpu")
+            << "), got " << shape_text(view);
+        fail(out.str());
+    }
+}
+
+void require_2d(const TensorView& view, const char* name) {
+    if (view.ndim != 2) fail(std::string(name) + " must be 2-D, got " + shape_text(view));
+    if (view.shape[0] < 0 || view.shape[1] < 0) fail(std::string(name) + " has a negative extent");
+}
+
+void require_dtype(const TensorView& view, const char* name, DType expected) {
+    if (view.dtype != expected)
+        fail(std::string(name) + " must be " + dtype_name(expected) + ", got " + dtype_name(view.dtype));
+}
+
+void require_inner_contiguous(const TensorView& view, const char* name) {
+    if (view.shape[1] > 1 && view.strides[1] != 1)
+        fail(std::string(name) + " must have unit stride in its last dimension, got " + shape_text(view));
+}
+
+void require_rows(const TensorView& view, const char* name, int64_t rows) {
+    if (view.shape[0] != rows)
+        fail(std::string(name) + " must have " + std::to_string(rows) + " rows (one per token), got " +
+             shape_text(view));
+}
+
+void require_aligned_rows(const TensorView& view, const char* name) {
+    const int64_t row_bytes = view.shape[1] * static_cast<int64_t>(view.element_size());
+    const int64_t stride_bytes = view.strides[0] * static_cast<int64_t>(view.element_size());
+    const auto address = reinterpret_cast<uintptr_t>(view.ptr());
+    if (row_bytes % kRowAlignmentBytes != 0)
+        fail(std::string(name) + " rows must be a multiple of " + std::to_string(kRowAlignmentBytes) +
+             " bytes for bulk copies, got " + std::to_string(row_bytes) + " bytes (" + shape_text(view) +
+             "); pad the hidden size");
+    if (view.shape[0] > 1 && stride_bytes % kRowAlignmentBytes != 0)
+        fail(std::string(name) + " row stride must be a multiple of " + std::to_string(kRowAlignmentBytes) +
+             " bytes, got " + std::to_string(stride_bytes) + " bytes");
+    if (address % kRowAlignmentBytes != 0)
+        fail(std::string(name) + " data must be " + std::to_string(kRowAlignmentBytes) +
+             "-byte aligned, got address 0x" + [&] {
+                 std::ostringstream hex;
+                 hex << std::hex << address;
+                 return hex.str();
+             }());
+}
+
+void validate_topk(const DispatchArgs& args, const ValidationContext& context, int64_t num_tokens) {
+    if (!args.topk_idx.defined()) fail("topk_idx is required for a dispatch without a handle");
+    require_2d(args.topk_idx, "topk_idx");
+    require_device(args.topk_idx, "topk_idx", context);
+    if (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64)
+        fail(std::string("topk_idx must be int32 or int64, got ") + dtype_name(args.topk_idx.dtype));
+    require_rows(args.topk_idx, "topk_idx", num_tokens);
+    require_inner_contiguous(args.topk_idx, "topk_idx");
+    const int64_t topk = args.topk_idx.shape[1];
+    if (topk < 1 || topk > context.max_topk)
+        fail("top-k must be between 1 and the buffer's max_topk (" + std::to_string(context.max_topk) +
+             "), got " + std::to_string(topk));
+    if (args.topk_weights.defined()) {
+        require_2d(args.topk_weights, "topk_weights");
+        require_device(args.topk_weights, "topk_weights", context);
+        require_dtype(args.topk_weights, "topk_weights", DType::kFloat32);
+        require_inner_contiguous(args.topk_weights, "topk_weights");
+        if (args.topk_weights.shape[0] != num_tokens || args.topk_weights.shape[1] != topk)
+            fail("topk_weights must have the shape of topk_idx [" + std::to_string(num_tokens) + ", " +
+                 std::to_string(topk) + "], got " + shape_text(args.topk_weights));
+    }
+    if (args.topk_idx.device.type == DeviceType::kCPU) validate_expert_ids(args.topk_idx, args.num_experts);
+}
+
+void validate_scales(const DispatchArgs& args, const ValidationContext& context, int64_t num_tokens,
+                     int64_t hidden) {
+    if (!args.x_scales.defined()) fail("an fp8 x needs x_scales (fp32 [T, ceil(H/128)] or int32 [T, ceil(H/512)])");
+    require_2d(args.x_scales, "x_scales");
+    require_device(args.x_scales, "x_scales", context);
+    require_rows(args.x_scales, "x_scales", num_tokens);
+    int64_t expected_columns = 0;
+    if (args.x_scales.dtype == DType::kFloat32)
+        expected_columns = (hidden + 127) / 128;
+    else if (args.x_scales.dtype == DType::kInt32)
+        expected_columns = (hidden + 511) / 512;
+    else
+        fail(std::string("x_scales must be fp32 (one scale per 128 channels) or int32 (UE8M0, four per word), got ") +
+             dtype_name(args.x_scales.dtype));
+    if (args.x_scales.shape[1] != expected_columns)
+        fail("x_scales must have " + std::to_string(expected_columns) + " columns for hidden " +
+             std::to_string(hidden) + ", got " + shape_text(args.x_scales));
+}
+
+}  // namespace
+
+ValidationContext make_validation_context(const BufferConfig& config, int num_ranks, Device device,
+                                          int32_t max_tokens_per_rank) {
+    ValidationContext context;
+    context.num_ranks = num_ranks;
+    context.max_tokens_per_rank = max_tokens_per_rank;
+    context.max_hidden = config.max_hidden;
+    context.max_topk = config.max_topk;
+    context.max_experts = config.max_experts;
+    context.device = device;
+    return context;
+}
+
+void validate_config(const BufferConfig& config) {
+    if (config.struct_size < offsetof(BufferConfig, num_sms) + sizeof(config.num_sms) || config.version < 1)
+        fail("BufferConfig has an unknown size or version: was it initialised with BufferConfig{}?");
+    if (config.max_tokens_per_rank < 1) fail("max_tokens_per_rank must be >= 1, got " + std::to_string(config.max_tokens_per_rank));
+    if (config.max_hidden < 16 || config.max_hidden > kMaxSupportedHidden)
+        fail("max_hidden must be in [16, " + std::to_string(kMaxSupportedHidden) + "], got " + std::to_string(config.max_hidden));
+    if (config.max_topk < 1 || config.max_topk > kMaxSupportedTopk)
+        fail("max_topk must be in [1, " + std::to_string(kMaxSupportedTopk) + "], got " + std::to_string(config.max_topk));
+    if (config.max_experts < 1 || config.max_experts > kMaxSupportedExperts)
+        fail("max_experts must be in [1, " + std::to_string(kMaxSupportedExperts) + "], got " + std::to_string(config.max_experts));
+    if (config.enable_low_latency && config.ll_max_tokens_per_rank < 1)
+        fail("ll_max_tokens_per_rank must be >= 1 when low latency is enabled");
+    if (!(config.timeout_seconds > 0.0)) fail("timeout_seconds must be positive");
+    if (config.emulated_nodes < 0) fail("emulated_nodes must be >= 0");
+    if (config.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
+}
+
+void validate_num_experts(int32_t num_experts, const ValidationContext& context) {
+    if (num_experts < 1) fail("num_experts must be >= 1, got " + std::to_string(num_experts));
+    if (num_experts > context.max_experts)
+        fail("num_experts (" + std::to_string(num_experts) + ") exceeds the buffer's max_experts (" +
+             std::to_string(context.max_experts) + ")");
+    if (num_experts % context.num_ranks != 0)
+        fail("num_experts (" + std::to_string(num_experts) + ") must be a multiple of the number of ranks (" +
+             std::to_string(context.num_ranks) + ") so every rank owns E/R experts");
+}
+
+void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts) {
+    const int64_t tokens = topk_idx.shape[0], topk = topk_idx.shape[1];
+    for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t k = 0; k < topk; ++k) {
+            const int64_t offset = t * topk_idx.strides[0] + k * topk_idx.strides[1];
+            const int64_t value = topk_idx.dtype == DType::kInt64 ? topk_idx.ptr_as<const int64_t>()[offset]
+                                                                  : topk_idx.ptr_as<const int32_t>()[offset];
+            if (value < -1 || value >= num_experts)
+                fail("topk_idx[" + std::to_string(t) + "][" + std::to_string(k) + "] = " + std::to_string(value) +
+                     " is outside [-1, " + std::to_string(num_experts) + "); use -1 for an empty slot");
+        }
+    }
+}
+
+void validate_dispatch(const DispatchArgs& args, const ValidationContext& context) {
+    validate_num_experts(args.num_experts, context);
+    if (!args.x.defined()) fail("x is required");
+    require_2d(args.x, "x");
+    require_device(args.x, "x", context);
+    const int64_t num_tokens = args.x.shape[0], hidden = args.x.shape[1];
+    if (num_tokens > context.max_tokens_per_rank)
+        fail("x has " + std::to_string(num_tokens) + " tokens, more than the buffer's max_tokens_per_rank (" +
+             std::to_string(context.max_tokens_per_rank) + ")");
+    if (hidden < 1 || hidden > context.max_hidden)
+        fail("hidden size " + std::to_string(hidden) + " is outside [1, max_hidden = " +
+             std::to_string(context.max_hidden) + "]");
+    require_inner_contiguous(args.x, "x");
+    if (args.x.dtype == DType::kBFloat16) {
+        if (args.x_scales.defined()) fail("x_scales given for a bf16 x; scales travel only with fp8 payloads");
+    } else if (args.x.dtype == DType::kFloat8E4M3) {
+        if (args.quantize_fp8) fail("quantize_fp8 needs a bf16 x; this x is already fp8");
+        validate_scales(args, context, num_tokens, hidden);
+    } else {
+        fail(std::string("x must be bf16 or fp8_e4m3, got ") + dtype_name(args.x.dtype));
+    }
+    if (args.quantize_fp8 && args.quantize_format == ScaleFormat::kNone)
+        fail("quantize_fp8 needs quantize_format kFloat32 or kUE8M0");
+    require_aligned_rows(args.x, "x");
+    validate_topk(args, context, num_tokens);
+    if (args.expert_alignment < 1) fail("expert_alignment must be >= 1, got " + std::to_string(args.expert_alignment));
+    if (args.layout != RecvLayout::kExpertContiguous && (args.expert_alignment != 1 || args.zero_padding))
+        fail("expert_alignment and zero_padding apply to the expert-major contiguous layout only");
+    if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
+}
+
+void validate_combine(const CombineArgs& args, const CombineShape& shape, const ValidationContext& context) {
+    if (!args.y.defined()) fail("combine needs y (the expert outputs)");
+    require_2d(args.y, "y");
+    require_device(args.y, "y", context);
+    require_dtype(args.y, "y", DType::kBFloat16);
+    require_inner_contiguous(args.y, "y");
+    if (args.y.shape[0] != shape.num_rows || args.y.shape[1] != shape.hidden)
+        fail("y must have the dispatch's output shape [" + std::to_string(shape.num_rows) + ", " +
+             std::to_string(shape.hidden) + "], got " + shape_text(args.y));
+    require_aligned_rows(args.y, "y");
+    const bool rank_major = shape.layout == RecvLayout::kRankMajor;
+    if (rank_major && (args.weighted || args.hierarchical))
+        fail("rank-major combine is an unweighted sum over receiving ranks; pre-multiply y, or dispatch into an "
+             "expert-major layout to use weighted or hierarchical combine");
+    if (args.row_weights.defined()) {
+        require_device(args.row_weights, "row_weights", context);
+        require_dtype(args.row_weights, "row_weights", DType::kFloat32);
+        const bool ok = rank_major ? (args.row_weights.ndim == 2 && args.row_weights.shape[0] == shape.num_rows &&
+                                      args.row_weights.shape[1] == shape.topk)
+                                   : (args.row_weights.ndim == 1 && args.row_weights.shape[0] == shape.num_rows);
+        if (!ok)
+            fail(std::string("row_weights must be ") + (rank_major ? "[rows, K]" : "[rows]") + " for this layout, got " +
+                 shape_text(args.row_weights));
+    }
+    if (args.topk_weights.defined()) {
+        if (rank_major) fail("topk_weights on the home rank apply to weighted expert-major combine only");
+        if (args.hierarchical)
+            fail("hierarchical combine weights each partial with the dispatch's weights on the receiving rank; "
+                 "home-rank topk_weights cannot be applied there");
+        require_2d(args.topk_weights, "topk_weights");
+        require_device(args.topk_weights, "topk_weights", context);
+        require_dtype(args.topk_weights, "topk_weights", DType::kFloat32);
+        if (args.topk_weights.shape[0] != shape.num_tokens || args.topk_weights.shape[1] != shape.topk)
+            fail("topk_weights must be [T, K] = [" + std::to_string(shape.num_tokens) + ", " +
+                 std::to_string(shape.topk) + "], got " + shape_text(args.topk_weights));
+    }
+    for (const auto* bias : {&args.bias0, &args.bias1}) {
+        if (!bias->defined()) continue;
+        const char* name = bias == &args.bias0 ? "bias0" : "bias1";
+        require_2d(*bias, name);
+        require_device(*bias, name, context);
+        require_dtype(*bias, name, DType::kBFloat16);
+        require_inner_contiguous(*bias, name);
+        if (bias->shape[0] != shape.num_tokens || bias->shape[1] != shape.hidden)
+            fail(std::string(name) + " must be [T, H] = [" + std::to_string(shape.num_tokens) + ", " +
+                 std::to_string(shape.hidden) + "], got " + shape_text(*bias));
+    }
+    if (args.bias1.defined() && !args.bias0.defined()) fail("bias1 given without bias0; pass the first bias as bias0");
+    if (args.out.defined()) {
+        require_2d(args.out, "out");
+        require_device(args.out, "out", context);
+        require_dtype(args.out, "out", DType::kBFloat16);
+        require_inner_contiguous(args.out, "out");
+        if (args.out.shape[0] != shape.num_tokens || args.out.shape[1] != shape.hidden)
+            fail("out must be [T, H] = [" + std::to_string(shape.num_tokens) + ", " + std::to_string(shape.hidden) +
+                 "], got " + shape_text(args.out));
+    }
+    if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
+}
+
+}  // namespace switchyard::core

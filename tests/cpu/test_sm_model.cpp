@@ -1,0 +1,80 @@
+// The analytical SM model on hand-computed cases.
+#include <cmath>
+
+#include "common/testing.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/sm_model.hpp"
+
+using namespace switchyard;
+
+static bool near(double a, double b, double tolerance = 1e-9) { return std::fabs(a - b) <= tolerance; }
+
+SY_TEST(SmModel, ExpectedDistinctRanksTop8Of256) {
+    // By hand: P(miss) = prod_{i<8} (E - E/g - i) / (E - i).
+    //  g = 2:  prod (128-i)/(256-i) = 0.0034899...  ->  2 * (1 - 0.0034899) = 1.9930201
+    //  g = 8:  prod (224-i)/(256-i) = 0.3381685...  ->  8 * (1 - 0.3381685) = 5.2946520
+    //  g = 64: prod (252-i)/(256-i) = 0.8800663...  -> 64 * (1 - 0.8800663) = 7.6757502
+    SY_CHECK(near(expected_distinct_groups(256, 8, 2), 1.9930201154, 1e-9));
+    SY_CHECK(near(expected_distinct_groups(256, 8, 8), 5.2946520004, 1e-9));
+    SY_CHECK(near(expected_distinct_groups(256, 8, 64), 7.6757501918, 1e-9));
+}
+
+SY_TEST(SmModel, DegenerateGroupings) {
+    SY_CHECK(near(expected_distinct_groups(256, 8, 1), 1.0));    // one group is always hit
+    SY_CHECK(near(expected_distinct_groups(256, 8, 256), 8.0));  // one expert per group: k groups
+    SY_CHECK(near(expected_distinct_groups(16, 0, 4), 0.0));     // no picks, no groups
+    SY_CHECK(near(expected_distinct_groups(4, 4, 2), 2.0));      // all experts picked
+    SY_CHECK_THROWS(expected_distinct_groups(10, 2, 3), InvalidArgument);
+}
+
+SY_TEST(SmModel, Ep2OnH200ByHand) {
+    // EP2, top-8 of 256: D = 1.99302; NVLink bytes per token byte = D * (2-1)/2 = 0.99651.
+    // Token rate the link absorbs: 390 / 0.99651 = 391.366 GB/s of token payload.
+    // Writes: 391.366 * 1.99302 / 75 = 10.4000 SMs; reads: 391.366 / 200 = 1.957 SMs.
+    // With 1.25 headroom: 13.0000 -> ceil 13 -> even 14.
+    SmModelInput input;
+    input.num_ranks = 2;
+    input.bandwidth = default_arch_bandwidth(9);
+    const SmModelResult result = model_num_sms(input);
+    SY_CHECK_EQ(result.bottleneck, std::string("nvlink"));
+    SY_CHECK(near(result.link_bytes_per_token, 0.9965100577, 1e-9));
+    SY_CHECK(near(result.exact_sms, 390.0 / 0.5 / 75.0, 1e-9));  // D cancels: R/(R-1) * link / write
+    SY_CHECK_EQ(result.num_sms, 14);
+}
+
+SY_TEST(SmModel, Ep8AndBudget) {
+    // EP8: exact = link * R / (R - 1) / write = 390 * 8/7 / 75 = 5.942857; * 1.25 = 7.43 -> 8.
+    SmModelInput input;
+    input.num_ranks = 8;
+    SmModelResult result = model_num_sms(input);
+    SY_CHECK(near(result.exact_sms, 390.0 * 8.0 / 7.0 / 75.0, 1e-9));
+    SY_CHECK_EQ(result.num_sms, 8);
+    // Eight ranks sharing one GPU: budget 132 / 8 = 16 SMs each; a slow link needs fewer.
+    input.max_sms = 3;
+    result = model_num_sms(input);
+    SY_CHECK_EQ(result.num_sms, 2);  // clamped to the even budget
+}
+
+SY_TEST(SmModel, TwoNodesRdmaBound) {
+    // 2 nodes x 8 ranks over 46 GB/s RDMA: RDMA bytes = N_d * 1/2 with N_d = 1.99302 -> 0.99651;
+    // NVLink bytes = D16 * 7/16. RDMA time dominates; token rate = 46 / 0.99651 = 46.161 GB/s;
+    // writes: 46.161 * D16 / 75 with D16 = expected_distinct_groups(256, 8, 16).
+    SmModelInput input;
+    input.num_ranks = 16;
+    input.num_nodes = 2;
+    const SmModelResult result = model_num_sms(input);
+    SY_CHECK_EQ(result.bottleneck, std::string("rdma"));
+    const double d16 = expected_distinct_groups(256, 8, 16);
+    SY_CHECK(near(result.exact_sms, 46.0 / 0.9965100577 * d16 / 75.0, 1e-6));
+    SY_CHECK_EQ(result.num_sms % 2, 0);
+}
+
+SY_TEST(SmModel, SingleRankIsLocal) {
+    SmModelInput input;
+    input.num_ranks = 1;
+    const SmModelResult result = model_num_sms(input);
+    SY_CHECK_EQ(result.bottleneck, std::string("none"));
+    SY_CHECK(result.num_sms >= 2 && result.num_sms % 2 == 0);
+}
+
+SY_TEST_MAIN()
