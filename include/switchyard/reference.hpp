@@ -92,6 +92,8 @@ struct DispatchOptions {
     bool quantize = false;
     ScaleFormat quantize_format = ScaleFormat::kFloat32;
     // Ranks treated as absent (LL fault tolerance): they send nothing, receive nothing.
+    // Their inputs are not read; the routing records them with 0 tokens and their outputs have no
+    // rows (masked: all rows invalid).
     std::vector<bool> absent_ranks;  // empty = none absent
 };
 
@@ -112,6 +114,7 @@ struct DispatchOutput {
     std::vector<uint8_t> x_fp8;       // [num_rows * H]
     std::vector<uint32_t> scales;     // [num_rows * num_scale_words]
     // Rank-major: [num_rows * K], local expert id where owned by this rank, else -1.
+    // Expert-major: empty (the segment gives the expert, `sources[row].k` the slot).
     std::vector<int32_t> topk_idx;
     // Rank-major: [num_rows * K], the weight where owned, else 0. Expert-major: [num_rows], one
     // weight per row (0 for padding). Empty when the input had no weights.
@@ -119,8 +122,9 @@ struct DispatchOutput {
     std::vector<RowSource> sources;              // [num_rows]
     std::vector<int32_t> num_tokens_per_expert;  // [L], unaligned counts
     std::vector<int32_t> num_rows_per_source;    // [R], rank-major rows from each source
-    // Contiguous layout: [L + 1] segment starts (aligned), last = total rows incl. padding.
-    // Masked layout: [L + 1] with e * R * T_max.
+    // Contiguous layout: [L + 1] segment starts (aligned), last = total rows incl. padding;
+    // segment e has round_up(count[e], alignment) rows (an empty expert has none).
+    // Masked layout: [L + 1] with e * R * T_max. Rank-major: empty.
     std::vector<int64_t> expert_offsets;
 };
 
@@ -143,7 +147,8 @@ DispatchResult dispatch(const Problem& problem, const std::vector<DispatchInput>
                         const DispatchOptions& options);
 
 // Cached dispatch: new data (payload, scales, optional weights) with the routing of `routing`.
-// `inputs[s].topk_idx` is ignored. Produces byte-identical layouts.
+// `inputs[s].topk_idx` is ignored. Produces byte-identical layouts. Weights come from `inputs`
+// only: none given = no weights in the outputs.
 std::vector<DispatchOutput> cached_dispatch(const Routing& routing, const std::vector<DispatchInput>& inputs);
 
 // ---------------------------------------------------------------------------------------------
@@ -172,7 +177,9 @@ struct CombineOptions {
     // (k ascending, weighted if `weighted` with the dispatch's weights), rounds that partial to
     // bf16 and sends one row; the home rank then sums the partials over ranks ascending.
     bool hierarchical = false;
-    std::vector<bool> absent_ranks;  // contributions of these ranks count as absent
+    // Contributions of these ranks count as absent (their CombineInput is not read); an absent
+    // home rank's output is all zero. Ranks absent at dispatch are absent here too.
+    std::vector<bool> absent_ranks;
 };
 
 struct CombineOutput {
