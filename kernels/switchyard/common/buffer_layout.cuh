@@ -1,0 +1,66 @@
+// The regions of one rank's symmetric buffer, in order: control workspace, high-throughput (HT)
+// receive regions, low-latency (LL) regions. Sizes follow from the buffer's capacities only, so
+// every rank computes the same layout; these are the published sizing formulas.
+//
+//   HT dispatch receive:  R * T_max * max_dispatch_record           (worst case: every token of
+//                         every source reaches this rank once)
+//   HT combine receive:   K * T_max * combine_record                 (one slot per top-k entry, so
+//                         the home rank can reduce in a fixed order)
+//   LL (two sets, so two ops can be in flight):
+//                         2 * max(R * T_ll * max_dispatch_record, K * T_ll * combine_record)
+//                         a token crosses to a rank once and is spread to its experts on arrival.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/record_layout.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+
+namespace switchyard::device {
+
+struct BufferCapacity {
+    int32_t num_ranks;
+    int32_t max_tokens_per_rank;     // HT T_max
+    int32_t max_hidden;
+    int32_t max_topk;
+    int32_t ll_max_tokens_per_rank;  // LL T_max
+    bool high_throughput;
+    bool low_latency;
+};
+
+struct BufferLayout {
+    static constexpr int64_t kRegionAlignment = 4096;
+
+    WorkspaceLayout workspace;
+    int64_t ht_dispatch_offset = 0, ht_dispatch_bytes = 0;
+    int64_t ht_combine_offset = 0, ht_combine_bytes = 0;
+    int64_t ll_offset = 0, ll_set_bytes = 0;  // two sets of ll_set_bytes each
+    int64_t total_bytes = 0;
+
+    SY_HOST_DEVICE static BufferLayout make(const BufferCapacity& capacity) {
+        BufferLayout layout;
+        layout.workspace = WorkspaceLayout::make(capacity.num_ranks);
+        int64_t offset = align_up(layout.workspace.total_bytes, kRegionAlignment);
+        const int64_t dispatch_record = RecordLayout::max_dispatch_bytes(capacity.max_hidden, capacity.max_topk);
+        const int64_t combine_record = RecordLayout::combine(capacity.max_hidden, capacity.max_topk).total_bytes;
+        if (capacity.high_throughput) {
+            layout.ht_dispatch_offset = offset;
+            layout.ht_dispatch_bytes = int64_t(capacity.num_ranks) * capacity.max_tokens_per_rank * dispatch_record;
+            offset = align_up(offset + layout.ht_dispatch_bytes, kRegionAlignment);
+            layout.ht_combine_offset = offset;
+            layout.ht_combine_bytes = int64_t(capacity.max_topk) * capacity.max_tokens_per_rank * combine_record;
+            offset = align_up(offset + layout.ht_combine_bytes, kRegionAlignment);
+        }
+        if (capacity.low_latency) {
+            const int64_t t = capacity.ll_max_tokens_per_rank;
+            layout.ll_offset = offset;
+            layout.ll_set_bytes = align_up(max64(int64_t(capacity.num_ranks) * t * dispatch_record,
+                                                 int64_t(capacity.max_topk) * t * combine_record),
+                                           kRegionAlignment);
+            offset += 2 * layout.ll_set_bytes;
+        }
+        layout.total_bytes = align_up(offset, 2 << 20);
+        return layout;
+    }
+};
+
+}  // namespace switchyard::device

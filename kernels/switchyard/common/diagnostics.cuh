@@ -1,0 +1,109 @@
+// Bounded waits and the error record (DESIGN.md §5).
+//
+// Every spin-wait on another rank goes through wait_until(), which has a time budget. On expiry
+// the first failing thread claims the buffer's poison word, writes an ErrorRecord (kind, rank,
+// peer, phase, counter values) to mapped host memory and returns false; the kernel then winds
+// down instead of trapping. The host turns the record into switchyard::TimeoutError. Waits in
+// other threads see the poison word and give up at once, so a stalled peer ends the whole op.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/ptx.cuh"
+
+namespace switchyard::device {
+
+enum ErrorKind : uint32_t {
+    kErrorNone = 0,
+    kErrorTimeout = 1,
+    kErrorInvalidRouting = 2,
+};
+
+// Where a wait happened; the host prints these names.
+enum Phase : int32_t {
+    kPhaseNone = 0,
+    kPhaseBarrier = 1,
+    kPhaseHtNotify = 2,
+    kPhaseHtData = 3,
+    kPhaseHtCombine = 4,
+    kPhaseLlDispatch = 5,
+    kPhaseLlCombine = 6,
+    kPhaseLlFlowControl = 7,
+    kPhaseLayout = 8,
+};
+
+// Written once per poisoning, in mapped (zero-copy) host memory.
+struct ErrorRecord {
+    uint32_t kind;          // ErrorKind; written last, so a non-zero kind means the rest is valid
+    int32_t rank;           // the rank that observed the error
+    int32_t peer;           // the rank waited for (-1 if none)
+    int32_t phase;          // Phase
+    uint64_t expected;      // the value waited for
+    uint64_t observed;      // the last value seen
+    uint64_t elapsed_ns;    // time spent waiting
+    int64_t detail[2];      // kind-specific (invalid routing: token, slot; value in observed)
+};
+
+struct Diagnostics {
+    ErrorRecord* record;   // device alias of the mapped host record
+    uint32_t* poison;      // device word in this rank's workspace: 0 = healthy
+    uint64_t timeout_ns;   // budget of one wait
+    int32_t rank;
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+SY_DEVICE bool is_poisoned(const Diagnostics& diagnostics) {
+    return ptx::ld_relaxed_gpu(diagnostics.poison) != 0;
+}
+
+// Claims the poison word and fills the host record; only the first caller writes it.
+SY_DEVICE void report_error(const Diagnostics& diagnostics, uint32_t kind, int32_t phase, int32_t peer,
+                            uint64_t expected, uint64_t observed, uint64_t elapsed_ns, int64_t detail0 = 0,
+                            int64_t detail1 = 0) {
+    if (atomicCAS(diagnostics.poison, 0u, 1u) != 0u) return;
+    volatile ErrorRecord* record = diagnostics.record;
+    record->rank = diagnostics.rank;
+    record->peer = peer;
+    record->phase = phase;
+    record->expected = expected;
+    record->observed = observed;
+    record->elapsed_ns = elapsed_ns;
+    record->detail[0] = detail0;
+    record->detail[1] = detail1;
+    __threadfence_system();
+    record->kind = kind;
+    __threadfence_system();
+}
+
+// Spins until `ready(value)` holds for value = ld.acquire.sys(*address). Returns false on timeout
+// (after reporting it) or when another thread has poisoned the buffer.
+template <typename Ready>
+SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostics& diagnostics, int32_t phase,
+                          int32_t peer, uint64_t expected) {
+    uint64_t value = ptx::ld_acquire_sys(address);
+    if (ready(value)) return true;
+    const uint64_t start = ptx::globaltimer_ns();
+    for (uint32_t spin = 1;; ++spin) {
+        value = ptx::ld_acquire_sys(address);
+        if (ready(value)) return true;
+        if ((spin & 63u) == 0) {
+            if (is_poisoned(diagnostics)) return false;
+            const uint64_t elapsed = ptx::globaltimer_ns() - start;
+            if (elapsed > diagnostics.timeout_ns) {
+                report_error(diagnostics, kErrorTimeout, phase, peer, expected, value, elapsed);
+                return false;
+            }
+        }
+    }
+}
+
+// The common case: a monotone 64-bit signal that must reach `target`.
+SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
+                             int32_t phase, int32_t peer) {
+    return wait_until(address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer,
+                      target);
+}
+
+#endif
+
+}  // namespace switchyard::device

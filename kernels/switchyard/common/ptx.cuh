@@ -1,0 +1,142 @@
+// Thin wrappers over the PTX instructions the kernels use: scoped loads and stores, fences,
+// the global timer, mbarriers and bulk (TMA) copies. One instruction per function, named for it,
+// so kernel bodies read as algorithms.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+
+// Device code only: host code includes the layout headers for their structs, never these.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace switchyard::device::ptx {
+
+SY_DEVICE uint32_t lane_id() {
+    uint32_t lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+}
+
+SY_DEVICE uint32_t lanemask_lt() {
+    uint32_t mask;
+    asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));
+    return mask;
+}
+
+// Nanoseconds since an arbitrary epoch, the same on every SM (coarse, ~1 µs updates).
+SY_DEVICE uint64_t globaltimer_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+SY_DEVICE uint32_t smem_address(const void* pointer) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+// --- Scoped memory operations (system scope: the peer may be another GPU) -------------------------
+SY_DEVICE uint64_t ld_acquire_sys(const uint64_t* address) {
+    uint64_t value;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
+    return value;
+}
+
+SY_DEVICE uint32_t ld_acquire_sys(const uint32_t* address) {
+    uint32_t value;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+    return value;
+}
+
+SY_DEVICE uint64_t ld_relaxed_sys(const uint64_t* address) {
+    uint64_t value;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
+    return value;
+}
+
+SY_DEVICE uint32_t ld_relaxed_gpu(const uint32_t* address) {
+    uint32_t value;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+    return value;
+}
+
+SY_DEVICE void st_release_sys(uint64_t* address, uint64_t value) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+}
+
+SY_DEVICE void st_relaxed_sys(uint64_t* address, uint64_t value) {
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+}
+
+SY_DEVICE void st_relaxed_gpu(uint32_t* address, uint32_t value) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+}
+
+SY_DEVICE void red_add_release_sys(uint64_t* address, uint64_t value) {
+    asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+}
+
+SY_DEVICE void red_add_release_gpu(uint32_t* address, uint32_t value) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+}
+
+SY_DEVICE void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+SY_DEVICE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
+// Orders generic-proxy accesses of shared memory before later async-proxy (bulk copy) accesses.
+SY_DEVICE void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Orders async-proxy writes to global memory (bulk stores) with later generic accesses.
+SY_DEVICE void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+
+// --- mbarrier -------------------------------------------------------------------------------------
+SY_DEVICE void mbarrier_init(uint64_t* barrier, uint32_t arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals) : "memory");
+}
+
+SY_DEVICE void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+SY_DEVICE void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)), "r"(bytes)
+                 : "memory");
+}
+
+SY_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(barrier)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+// --- Bulk copies (TMA, 1-D): sizes and addresses multiples of 16 bytes ------------------------------
+SY_DEVICE void bulk_load(void* smem_destination, const void* global_source, uint32_t bytes, uint64_t* barrier) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            smem_address(smem_destination)),
+        "l"(global_source), "r"(bytes), "r"(smem_address(barrier))
+        : "memory");
+}
+
+SY_DEVICE void bulk_store(void* global_destination, const void* smem_source, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(global_destination),
+                 "r"(smem_address(smem_source)), "r"(bytes)
+                 : "memory");
+}
+
+SY_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Wait until at most N bulk groups are pending reading shared memory (their sources can be reused).
+template <int N>
+SY_DEVICE void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+// Wait until at most N bulk groups are pending completion (their writes are performed).
+template <int N>
+SY_DEVICE void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+
+}  // namespace switchyard::device::ptx
+
+#endif

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds Switchyard and runs the GPU test suite (EP 1/2/4/8 on one GPU and, when present, on two),
+# then prints a summary. Usage: bash scripts/gpu_suite.sh [build-dir]
+# Logs go to $OUT (the GPU machine's output folder) when it is set, else to the build dir.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# NVLink multicast stays off on shared machines.
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+build=${1:-build-gpu}
+logs=${OUT:-$build}
+mkdir -p "$logs"
+start=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log" 2>&1 || { cat "$logs/configure.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" >"$logs/build.log" 2>&1 || { tail -50 "$logs/build.log"; exit 1; }
+export SWITCHYARD_CACHE_DIR=${SWITCHYARD_CACHE_DIR:-$PWD/$build/jit-cache}
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi: no GPU listed"
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$logs/gpu_suite.log"
+status=${PIPESTATUS[0]}
+echo "=== GPU suite summary ($(( $(date +%s) - start )) s, build included) ==="
+grep -E "^\s+\S.*(EP[0-9]|TimeoutError|co-resident)" "$logs/gpu_suite.log" | head -40
+grep -E "tests passed|tests failed|Test +#" "$logs/gpu_suite.log" | tail -20
+exit $status

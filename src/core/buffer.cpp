@@ -1,0 +1,252 @@
+// Buffer: creation (collective), the barrier and layout operations, error surfacing, reset.
+#include "switchyard/buffer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "comm/symmetric_memory.hpp"
+#include "comm/topology.hpp"
+#include "core/cuda_check.hpp"
+#include "core/error_state.hpp"
+#include "core/validation.hpp"
+#include "launch/launch_context.hpp"
+
+namespace switchyard {
+namespace {
+
+std::chrono::milliseconds to_milliseconds(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+// Names the first field in which two ranks' configurations differ.
+void check_configs_agree(const std::vector<BufferConfig>& configs) {
+    const BufferConfig& first = configs[0];
+    struct Field {
+        const char* name;
+        std::function<std::string(const BufferConfig&)> value;
+    };
+    const Field fields[] = {
+        {"max_tokens_per_rank", [](const BufferConfig& c) { return std::to_string(c.max_tokens_per_rank); }},
+        {"max_hidden", [](const BufferConfig& c) { return std::to_string(c.max_hidden); }},
+        {"max_topk", [](const BufferConfig& c) { return std::to_string(c.max_topk); }},
+        {"max_experts", [](const BufferConfig& c) { return std::to_string(c.max_experts); }},
+        {"enable_high_throughput", [](const BufferConfig& c) { return std::to_string(c.enable_high_throughput); }},
+        {"enable_low_latency", [](const BufferConfig& c) { return std::to_string(c.enable_low_latency); }},
+        {"ll_max_tokens_per_rank", [](const BufferConfig& c) { return std::to_string(c.ll_max_tokens_per_rank); }},
+        {"timeout_seconds", [](const BufferConfig& c) { return std::to_string(c.timeout_seconds); }},
+        {"emulated_nodes", [](const BufferConfig& c) { return std::to_string(c.emulated_nodes); }},
+        {"num_sms", [](const BufferConfig& c) { return std::to_string(c.num_sms); }},
+    };
+    for (size_t rank = 1; rank < configs.size(); ++rank) {
+        for (const Field& field : fields) {
+            const std::string a = field.value(first), b = field.value(configs[rank]);
+            if (a != b)
+                throw InvalidArgument(std::string("switchyard: buffer configurations differ between ranks: ") +
+                                      field.name + " is " + a + " on rank 0 but " + b + " on rank " +
+                                      std::to_string(rank) + "; every rank must create its Buffer with the same "
+                                      "BufferConfig");
+        }
+    }
+}
+
+}  // namespace
+
+struct Buffer::Impl {
+    std::shared_ptr<Communicator> communicator;
+    int device = 0;
+    BufferConfig config;
+    Topology topology;
+    device::BufferLayout layout{};
+    std::unique_ptr<comm::SymmetricMemory> memory;
+    std::unique_ptr<core::ErrorState> errors;
+    cudaStream_t comm_stream = nullptr;
+    cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
+    cudaEvent_t comm_done = nullptr;     // recorded on the comm stream
+    int sm_budget = 1;
+
+    std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
+
+    launch::LaunchContext context() const {
+        launch::LaunchContext context;
+        context.device = device;
+        context.stream = comm_stream;
+        context.rank = communicator->rank();
+        context.num_ranks = communicator->size();
+        context.local_base = memory->local();
+        context.peer_bases = memory->device_peer_table();
+        context.layout = layout;
+        context.diagnostics.record = errors->device_record();
+        context.diagnostics.poison = layout.workspace.poison(memory->local());
+        context.diagnostics.timeout_ns = static_cast<uint64_t>(config.timeout_seconds * 1e9);
+        context.diagnostics.rank = communicator->rank();
+        context.sm_budget = sm_budget;
+        return context;
+    }
+
+    // Runs `body` on the comm stream after the caller's stream, then makes the caller's stream
+    // wait for it (synchronous mode). A recorded error is raised before anything is launched.
+    template <typename Body>
+    void run_ordered(cudaStream_t caller, Body&& body) {
+        errors->throw_if_error(config.timeout_seconds);
+        SY_CUDA_CHECK(cudaSetDevice(device));
+        SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
+        SY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, caller_ready, 0));
+        body();
+        SY_CUDA_CHECK(cudaEventRecord(comm_done, comm_stream));
+        SY_CUDA_CHECK(cudaStreamWaitEvent(caller, comm_done, 0));
+    }
+};
+
+Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const BufferConfig& config)
+    : impl_(std::make_unique<Impl>()) {
+    if (!communicator) throw InvalidArgument("switchyard: Buffer needs a communicator");
+    core::validate_config(config);
+    Impl& impl = *impl_;
+    impl.communicator = std::move(communicator);
+    impl.device = device;
+    impl.config = config;
+    SY_CUDA_CHECK(cudaSetDevice(device));
+
+    check_configs_agree(impl.communicator->all_gather_value(config, impl.timeout()));
+    impl.topology = comm::detect_topology(*impl.communicator, device, config.emulated_nodes, impl.timeout());
+
+    device::BufferCapacity capacity{};
+    capacity.num_ranks = impl.communicator->size();
+    capacity.max_tokens_per_rank = config.max_tokens_per_rank;
+    capacity.max_hidden = config.max_hidden;
+    capacity.max_topk = config.max_topk;
+    capacity.ll_max_tokens_per_rank = config.ll_max_tokens_per_rank;
+    capacity.high_throughput = config.enable_high_throughput;
+    capacity.low_latency = config.enable_low_latency;
+    impl.layout = device::BufferLayout::make(capacity);
+
+    impl.errors = std::make_unique<core::ErrorState>();
+    impl.memory = std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
+                                                          static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
+    SY_CUDA_CHECK(cudaStreamCreateWithFlags(&impl.comm_stream, cudaStreamNonBlocking));
+    SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.caller_ready, cudaEventDisableTiming));
+    SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.comm_done, cudaEventDisableTiming));
+
+    int num_sms = 0;
+    SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+    impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
+
+    // No rank may signal into a peer's workspace before that peer has zeroed it.
+    impl.communicator->barrier(impl.timeout());
+}
+
+Buffer::~Buffer() {
+    if (!impl_) return;
+    Impl& impl = *impl_;
+    cudaSetDevice(impl.device);
+    if (impl.comm_stream) cudaStreamSynchronize(impl.comm_stream);
+    // Peers may still write into this memory until they are done with their last operation: wait
+    // for them, but never hang in a destructor (a dead peer must not block teardown).
+    try {
+        impl.communicator->barrier(std::min(impl.timeout(), std::chrono::milliseconds(10000)));
+    } catch (const std::exception&) {
+    }
+    impl.memory.reset();
+    if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
+    if (impl.comm_done) cudaEventDestroy(impl.comm_done);
+    if (impl.comm_stream) cudaStreamDestroy(impl.comm_stream);
+}
+
+int Buffer::rank() const { return impl_->communicator->rank(); }
+int Buffer::num_ranks() const { return impl_->communicator->size(); }
+int Buffer::device() const { return impl_->device; }
+const BufferConfig& Buffer::config() const { return impl_->config; }
+const Topology& Buffer::topology() const { return impl_->topology; }
+Communicator& Buffer::communicator() const { return *impl_->communicator; }
+size_t Buffer::buffer_bytes() const { return impl_->memory->bytes(); }
+cudaStream_t Buffer::comm_stream() const { return impl_->comm_stream; }
+int Buffer::sm_budget() const { return impl_->sm_budget; }
+uint8_t* Buffer::local_memory() const { return impl_->memory->local(); }
+uint8_t* Buffer::peer_memory(int rank) const { return impl_->memory->peer(rank); }
+size_t Buffer::data_offset() const { return static_cast<size_t>(impl_->layout.workspace.total_bytes); }
+
+void Buffer::barrier(cudaStream_t stream) {
+    impl_->run_ordered(stream, [&] { launch::launch_barrier(impl_->context()); });
+}
+
+void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, const DispatchLayoutViews& out,
+                                 cudaStream_t stream) {
+    Impl& impl = *impl_;
+    const auto validation = core::make_validation_context(impl.config, num_ranks(), Device::cuda(impl.device),
+                                                          impl.config.max_tokens_per_rank);
+    core::validate_num_experts(num_experts, validation);
+    if (!topk_idx.defined() || topk_idx.ndim != 2 ||
+        (topk_idx.dtype != DType::kInt32 && topk_idx.dtype != DType::kInt64))
+        throw InvalidArgument("switchyard: topk_idx must be a 2-D int32/int64 tensor, got " + topk_idx.describe());
+    if (topk_idx.shape[1] < 1 || topk_idx.shape[1] > std::min(32, impl.config.max_topk))
+        throw InvalidArgument("switchyard: top-k must be in [1, max_topk], got " + topk_idx.describe());
+    if (topk_idx.shape[1] > 1 && topk_idx.strides[1] != 1)
+        throw InvalidArgument("switchyard: topk_idx must have unit stride in its last dimension");
+    const int64_t tokens = topk_idx.shape[0], topk = topk_idx.shape[1];
+    auto require = [&](const TensorView& view, const char* name, DType dtype, int64_t rows, int64_t cols,
+                       bool optional) {
+        if (!view.defined()) {
+            if (optional) return;
+            throw InvalidArgument(std::string("switchyard: dispatch layout output ") + name + " is required");
+        }
+        const bool shape_ok = cols < 0 ? (view.ndim == 1 && view.shape[0] == rows)
+                                       : (view.ndim == 2 && view.shape[0] == rows && view.shape[1] == cols &&
+                                          view.is_contiguous());
+        if (!shape_ok || view.dtype != dtype || !(view.device == Device::cuda(impl.device)))
+            throw InvalidArgument(std::string("switchyard: dispatch layout output ") + name + " must be a contiguous " +
+                                  dtype_name(dtype) + " tensor of " +
+                                  (cols < 0 ? "[" + std::to_string(rows) + "]"
+                                            : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]") +
+                                  " on cuda:" + std::to_string(impl.device) + ", got " + view.describe());
+    };
+    require(out.num_tokens_per_rank, "num_tokens_per_rank", DType::kInt32, num_ranks(), -1, false);
+    require(out.num_tokens_per_expert, "num_tokens_per_expert", DType::kInt32, num_experts, -1, false);
+    require(out.token_rank_slot, "token_rank_slot", DType::kInt32, tokens, num_ranks(), false);
+    if (out.token_in_rank.defined() && out.token_in_rank.dtype == DType::kBool)
+        require(out.token_in_rank, "token_in_rank", DType::kBool, tokens, num_ranks(), true);
+    else
+        require(out.token_in_rank, "token_in_rank", DType::kUInt8, tokens, num_ranks(), true);
+    require(out.token_expert_pos, "token_expert_pos", DType::kInt32, tokens, topk, true);
+    if (topk_idx.device.type == DeviceType::kCPU) core::validate_expert_ids(topk_idx, num_experts);
+
+    device::LayoutArgs args{};
+    args.topk_idx = topk_idx.ptr();
+    args.topk_row_stride = topk_idx.strides[0];
+    args.num_tokens = static_cast<int32_t>(tokens);
+    args.topk = static_cast<int32_t>(topk);
+    args.num_experts = num_experts;
+    args.num_ranks = num_ranks();
+    args.num_tokens_per_rank = out.num_tokens_per_rank.ptr_as<int32_t>();
+    args.num_tokens_per_expert = out.num_tokens_per_expert.ptr_as<int32_t>();
+    args.token_in_rank = out.token_in_rank.defined() ? out.token_in_rank.ptr_as<uint8_t>() : nullptr;
+    args.token_rank_slot = out.token_rank_slot.ptr_as<int32_t>();
+    args.token_expert_pos = out.token_expert_pos.defined() ? out.token_expert_pos.ptr_as<int32_t>() : nullptr;
+    impl.run_ordered(stream, [&] {
+        launch::launch_dispatch_layout(impl.context(), args, topk_idx.dtype == DType::kInt64);
+    });
+}
+
+void Buffer::check_errors() const { impl_->errors->throw_if_error(impl_->config.timeout_seconds); }
+
+void Buffer::synchronize() {
+    SY_CUDA_CHECK(cudaSetDevice(impl_->device));
+    SY_CUDA_CHECK(cudaStreamSynchronize(impl_->comm_stream));
+    check_errors();
+}
+
+void Buffer::reset() {
+    Impl& impl = *impl_;
+    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+    impl.communicator->barrier(impl.timeout());
+    SY_CUDA_CHECK(cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
+    SY_CUDA_CHECK(cudaDeviceSynchronize());
+    impl.errors->clear();
+    impl.communicator->barrier(impl.timeout());
+}
+
+}  // namespace switchyard

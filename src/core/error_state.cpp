@@ -1,0 +1,64 @@
+// Error record translation (see error_state.hpp).
+#include "core/error_state.hpp"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/cuda_check.hpp"
+
+namespace switchyard::core {
+
+const char* phase_name(int32_t phase) {
+    switch (phase) {
+        case device::kPhaseBarrier: return "barrier";
+        case device::kPhaseHtNotify: return "high-throughput notify";
+        case device::kPhaseHtData: return "high-throughput dispatch data";
+        case device::kPhaseHtCombine: return "high-throughput combine";
+        case device::kPhaseLlDispatch: return "low-latency dispatch";
+        case device::kPhaseLlCombine: return "low-latency combine";
+        case device::kPhaseLlFlowControl: return "low-latency buffer reuse";
+        case device::kPhaseLayout: return "dispatch layout";
+        default: return "unknown phase";
+    }
+}
+
+ErrorState::ErrorState() {
+    void* memory = nullptr;
+    SY_CUDA_CHECK(cudaHostAlloc(&memory, sizeof(device::ErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+    host_record_ = static_cast<device::ErrorRecord*>(memory);
+    std::memset(host_record_, 0, sizeof(device::ErrorRecord));
+    void* device_alias = nullptr;
+    SY_CUDA_CHECK(cudaHostGetDevicePointer(&device_alias, memory, 0));
+    device_record_ = static_cast<device::ErrorRecord*>(device_alias);
+}
+
+ErrorState::~ErrorState() {
+    if (host_record_) cudaFreeHost(host_record_);
+}
+
+bool ErrorState::has_error() const {
+    return reinterpret_cast<volatile device::ErrorRecord*>(host_record_)->kind != device::kErrorNone;
+}
+
+void ErrorState::clear() { std::memset(host_record_, 0, sizeof(device::ErrorRecord)); }
+
+void ErrorState::throw_if_error(double timeout_seconds) const {
+    if (!has_error()) return;
+    device::ErrorRecord record;
+    std::memcpy(&record, host_record_, sizeof(record));
+    std::ostringstream message;
+    if (record.kind == device::kErrorInvalidRouting) {
+        message << "switchyard: rank " << record.rank << ": topk_idx[" << record.detail[0] << "]["
+                << record.detail[1] << "] = " << static_cast<int64_t>(record.observed) << " is outside [-1, "
+                << record.expected << ") (found on the GPU by the " << phase_name(record.phase)
+                << " kernel before any data moved); call reset() on all ranks before reusing the buffer";
+        throw InvalidArgument(message.str());
+    }
+    message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9 << " s (limit "
+            << timeout_seconds << " s) waiting for rank " << record.peer << " in phase '"
+            << phase_name(record.phase) << "' (expected signal " << record.expected << ", last seen "
+            << record.observed << "); the buffer is poisoned: call reset() on all ranks or destroy it";
+    throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));
+}
+
+}  // namespace switchyard::core

@@ -1,0 +1,29 @@
+// The host side of the kernels' error record: mapped host memory the kernels write when a wait
+// times out or routing is invalid, and its translation into a switchyard exception.
+#pragma once
+
+#include "switchyard/common/diagnostics.cuh"
+
+namespace switchyard::core {
+
+const char* phase_name(int32_t phase);
+
+class ErrorState {
+public:
+    ErrorState();
+    ~ErrorState();
+    ErrorState(const ErrorState&) = delete;
+    ErrorState& operator=(const ErrorState&) = delete;
+
+    device::ErrorRecord* device_record() const { return device_record_; }
+    bool has_error() const;
+    // Throws the recorded error (TimeoutError or InvalidArgument); no-op when none.
+    void throw_if_error(double timeout_seconds) const;
+    void clear();
+
+private:
+    device::ErrorRecord* host_record_ = nullptr;
+    device::ErrorRecord* device_record_ = nullptr;
+};
+
+}  // namespace switchyard::core

@@ -1,0 +1,30 @@
+// Launcher of the cross-rank barrier kernel.
+#include "jit/jit.hpp"
+#include "launch/launch_context.hpp"
+#include "switchyard/transport/barrier.cuh"
+
+namespace switchyard::launch {
+
+namespace {
+constexpr int kBarrierThreads = 128;
+}
+
+void launch_barrier(const LaunchContext& context) {
+    const jit::Kernel& kernel = jit::get_kernel(
+        {"barrier", "switchyard/transport/barrier.cuh",
+         "switchyard::device::barrier_kernel<" + std::to_string(kBarrierThreads) + ">"},
+        context.device);
+    device::BarrierArgs args{};
+    args.peer_bases = context.peer_bases;
+    args.local_base = context.local_base;
+    args.workspace = context.layout.workspace;
+    args.rank = context.rank;
+    args.num_ranks = context.num_ranks;
+    args.diagnostics = context.diagnostics;
+    jit::LaunchConfig config;
+    config.block[0] = kBarrierThreads;
+    config.stream = context.stream;
+    jit::launch(kernel, config, &args, sizeof(args));
+}
+
+}  // namespace switchyard::launch

@@ -1,0 +1,31 @@
+// What every kernel launcher needs from a buffer: the device, the stream, the mapped memory and
+// the diagnostics of this rank.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "switchyard/common/buffer_layout.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/layout/layout_kernel.cuh"
+
+namespace switchyard::launch {
+
+struct LaunchContext {
+    int device = 0;
+    cudaStream_t stream = nullptr;
+    int32_t rank = 0;
+    int32_t num_ranks = 1;
+    uint8_t* local_base = nullptr;
+    uint8_t* const* peer_bases = nullptr;  // device array [R]
+    device::BufferLayout layout{};
+    device::Diagnostics diagnostics{};
+    int sm_budget = 1;
+};
+
+// Cross-rank barrier kernel (one block).
+void launch_barrier(const LaunchContext& context);
+
+// Dispatch layout kernel (one block) over `args`, whose diagnostics are filled from the context.
+void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64);
+
+}  // namespace switchyard::launch
