@@ -14,9 +14,9 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$logs/configure.log
 cmake --build "$build" -j"$(nproc)" >"$logs/build.log" 2>&1 || { tail -50 "$logs/build.log"; exit 1; }
 export SWITCHYARD_CACHE_DIR=${SWITCHYARD_CACHE_DIR:-$PWD/$build/jit-cache}
 nvidia-smi -L 2>/dev/null || echo "nvidia-smi: no GPU listed"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$logs/gpu_suite.log"
+ctest --test-dir "$build" -L gpu -V --timeout 600 2>&1 | tee "$logs/gpu_suite.log"
 status=${PIPESTATUS[0]}
 echo "=== GPU suite summary ($(( $(date +%s) - start )) s, build included) ==="
-grep -E "^\s+\S.*(EP[0-9]|TimeoutError|co-resident)" "$logs/gpu_suite.log" | head -40
+grep -E "(EP[0-9]|TimeoutError|co-resident|FAIL|passed, )" "$logs/gpu_suite.log" | sed -E 's/^[0-9]+: //' | head -60
 grep -E "tests passed|tests failed|Test +#" "$logs/gpu_suite.log" | tail -20
 exit $status

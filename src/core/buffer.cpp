@@ -69,6 +69,9 @@ struct Buffer::Impl {
     int sm_budget = 1;
 
     std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
+    // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one
+    // timeout) before it reaches the host, so give it that long plus slack.
+    std::chrono::milliseconds recovery_timeout() const { return timeout() * 2 + std::chrono::seconds(10); }
 
     launch::LaunchContext context() const {
         launch::LaunchContext context;
@@ -147,7 +150,7 @@ Buffer::~Buffer() {
     // Peers may still write into this memory until they are done with their last operation: wait
     // for them, but never hang in a destructor (a dead peer must not block teardown).
     try {
-        impl.communicator->barrier(std::min(impl.timeout(), std::chrono::milliseconds(10000)));
+        impl.communicator->barrier(impl.recovery_timeout());
     } catch (const std::exception&) {
     }
     impl.memory.reset();
@@ -242,7 +245,7 @@ void Buffer::reset() {
     Impl& impl = *impl_;
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
-    impl.communicator->barrier(impl.timeout());
+    impl.communicator->barrier(impl.recovery_timeout());
     SY_CUDA_CHECK(cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     impl.errors->clear();

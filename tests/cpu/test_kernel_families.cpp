@@ -16,6 +16,7 @@ const std::vector<jit::KernelSource>& families() {
     static const std::vector<jit::KernelSource> sources = {
         {"barrier", "switchyard/transport/barrier.cuh", "switchyard::device::barrier_kernel<128>"},
         {"dispatch_layout", "switchyard/layout/layout_kernel.cuh", "switchyard::device::layout_kernel<long long>"},
+        {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"},
         {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
          "switchyard::device::coresidency_probe_kernel"},
     };
