@@ -42,7 +42,7 @@ void cuda_ok(cudaError_t status, const char* what, const char* file, int line) {
 void run_ranks(int num_ranks, int num_gpus, const std::function<void(RankEnv&)>& body) {
     auto communicators = make_in_process_communicators(num_ranks);
     std::mutex mutex;
-    std::string first_failure;
+    std::vector<std::string> failures(num_ranks);
     std::vector<std::thread> threads;
     for (int rank = 0; rank < num_ranks; ++rank) {
         threads.emplace_back([&, rank] {
@@ -67,12 +67,17 @@ void run_ranks(int num_ranks, int num_gpus, const std::function<void(RankEnv&)>&
             if (env.stream) cudaStreamDestroy(env.stream);
             if (!failure.empty()) {
                 std::lock_guard<std::mutex> lock(mutex);
-                if (first_failure.empty()) first_failure = "rank " + std::to_string(rank) + ": " + failure;
+                failures[rank] = failure;
             }
         });
     }
     for (auto& thread : threads) thread.join();
-    if (!first_failure.empty()) throw TestFailure{first_failure};
+    // Report every failing rank: the one that failed first in time may not be the first to finish
+    // unwinding (its destructors can wait for the others), so no single message is "the" cause.
+    std::string report;
+    for (int rank = 0; rank < num_ranks; ++rank)
+        if (!failures[rank].empty()) report += (report.empty() ? "" : "\n  ") + ("rank " + std::to_string(rank) + ": " + failures[rank]);
+    if (!report.empty()) throw TestFailure{report};
 }
 
 }  // namespace switchyard::testing

@@ -30,19 +30,18 @@ BufferConfig small_config(double timeout_seconds) {
 // keeps the next round's writes from landing before their owner has read. Writes are plain SM
 // stores from a kernel on the caller's stream (as the communication kernels write peers), or, as a
 // diagnostic, copy-engine copies; returns the number of stale slots seen.
-int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine) {
+//
+// Allocation happens outside the rounds: with ranks as threads sharing a GPU, a device-synchronizing
+// call (cudaFree, cudaFreeHost) in one rank waits for another rank's in-flight barrier kernel, which
+// waits for this rank: a deadlock that only the timeout ends (docs/design-notes.md).
+int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine, const DeviceArray<uint8_t*>& peer_table,
+                        uint64_t* staging) {
     const int ranks = env.num_ranks;
     const size_t offset = buffer.data_offset() + (copy_engine ? 4096 : 0);
     std::vector<uint8_t*> peers(ranks);
-    for (int peer = 0; peer < ranks; ++peer) {
-        peers[peer] = buffer.peer_memory(peer);
-        SY_CHECK(peers[peer] != nullptr);
-    }
-    DeviceArray<uint8_t*> peer_table(peers);
+    for (int peer = 0; peer < ranks; ++peer) peers[peer] = buffer.peer_memory(peer);
     const jit::Kernel& store = jit::get_kernel(
         {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"}, env.device);
-    uint64_t* staging = nullptr;
-    SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&staging), sizeof(uint64_t) * (ranks + 1)));
     int stale = 0;
     for (uint64_t round = 1; round <= 20; ++round) {
         const uint64_t value = round * 1000 + env.rank;
@@ -70,7 +69,6 @@ int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine) {
         }
         buffer.barrier(env.stream);
     }
-    SY_CUDA_OK(cudaFreeHost(staging));
     return stale;
 }
 
@@ -83,10 +81,21 @@ SY_TEST(Barrier, OrdersPeerWritesAllConfigs) {
             Buffer buffer(env.communicator, env.device, small_config(20.0));
             SY_CHECK_EQ(buffer.topology().num_ranks, rc.ranks);
             SY_CHECK_EQ(buffer.topology().ranks_on_my_gpu, rc.ranks / rc.gpus);
-            run_ordering_rounds(buffer, env, false);
-            const int stale_copies = run_ordering_rounds(buffer, env, true);
+            std::vector<uint8_t*> peers(rc.ranks);
+            for (int peer = 0; peer < rc.ranks; ++peer) {
+                peers[peer] = buffer.peer_memory(peer);
+                SY_CHECK(peers[peer] != nullptr);
+            }
+            DeviceArray<uint8_t*> peer_table(peers);
+            uint64_t* staging = nullptr;
+            SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&staging), sizeof(uint64_t) * (rc.ranks + 1)));
+            env.communicator->barrier(std::chrono::seconds(30));  // every rank allocated: no more syncs
+            run_ordering_rounds(buffer, env, false, peer_table, staging);
+            const int stale_copies = run_ordering_rounds(buffer, env, true, peer_table, staging);
             for (int i = 0; i < 200; ++i) buffer.barrier(env.stream);
             buffer.synchronize();
+            env.communicator->barrier(std::chrono::seconds(30));  // every rank done before freeing
+            SY_CUDA_OK(cudaFreeHost(staging));
             const auto stale = env.communicator->all_gather_value(stale_copies, std::chrono::seconds(30));
             if (env.rank == 0) {
                 int total = 0;
