@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -13,14 +14,11 @@
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
 #include "core/validation.hpp"
+#include "core/buffer_impl.hpp"
 #include "launch/launch_context.hpp"
 
 namespace switchyard {
 namespace {
-
-std::chrono::milliseconds to_milliseconds(double seconds) {
-    return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
-}
 
 // Names the first field in which two ranks' configurations differ.
 void check_configs_agree(const std::vector<BufferConfig>& configs) {
@@ -53,56 +51,28 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
     }
 }
 
+// Ranks that share a GPU inside one process each drive their own streams. CUDA multiplexes all
+// streams of a context onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default); when
+// there are more streams than queues, one rank's spinning kernel can hold back the kernel or copy
+// of another rank queued behind it, and we measured broken ordering and stalls at 8 ranks per
+// GPU (docs/design-notes.md). Refuse that setup with an actionable message.
+void check_hardware_queues(const Topology& topology) {
+    int co_located = 0;
+    for (int peer = 0; peer < topology.num_ranks; ++peer)
+        if (topology.same_process(peer) && topology.same_gpu(peer)) ++co_located;
+    if (co_located <= 1) return;
+    const int needed = std::min(32, 2 * co_located + 2);
+    const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const int configured = value ? std::atoi(value) : 8;
+    if (configured < needed)
+        throw UnsupportedError(
+            "switchyard: " + std::to_string(co_located) + " ranks share GPU " + topology.placements[topology.rank].gpu_bus_id +
+            " in this process, but CUDA_DEVICE_MAX_CONNECTIONS is " + (value ? std::string(value) : "unset (8)") +
+            "; set it to at least " + std::to_string(needed) + " (32 is safe) in the environment before CUDA is "
+            "initialised, so every rank's streams get their own hardware queue");
+}
+
 }  // namespace
-
-struct Buffer::Impl {
-    std::shared_ptr<Communicator> communicator;
-    int device = 0;
-    BufferConfig config;
-    Topology topology;
-    device::BufferLayout layout{};
-    std::unique_ptr<comm::SymmetricMemory> memory;
-    std::unique_ptr<core::ErrorState> errors;
-    cudaStream_t comm_stream = nullptr;
-    cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
-    cudaEvent_t comm_done = nullptr;     // recorded on the comm stream
-    int sm_budget = 1;
-
-    std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
-    // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one
-    // timeout) before it reaches the host, so give it that long plus slack.
-    std::chrono::milliseconds recovery_timeout() const { return timeout() * 2 + std::chrono::seconds(10); }
-
-    launch::LaunchContext context() const {
-        launch::LaunchContext context;
-        context.device = device;
-        context.stream = comm_stream;
-        context.rank = communicator->rank();
-        context.num_ranks = communicator->size();
-        context.local_base = memory->local();
-        context.peer_bases = memory->device_peer_table();
-        context.layout = layout;
-        context.diagnostics.record = errors->device_record();
-        context.diagnostics.poison = layout.workspace.poison(memory->local());
-        context.diagnostics.timeout_ns = static_cast<uint64_t>(config.timeout_seconds * 1e9);
-        context.diagnostics.rank = communicator->rank();
-        context.sm_budget = sm_budget;
-        return context;
-    }
-
-    // Runs `body` on the comm stream after the caller's stream, then makes the caller's stream
-    // wait for it (synchronous mode). A recorded error is raised before anything is launched.
-    template <typename Body>
-    void run_ordered(cudaStream_t caller, Body&& body) {
-        errors->throw_if_error(config.timeout_seconds);
-        SY_CUDA_CHECK(cudaSetDevice(device));
-        SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
-        SY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, caller_ready, 0));
-        body();
-        SY_CUDA_CHECK(cudaEventRecord(comm_done, comm_stream));
-        SY_CUDA_CHECK(cudaStreamWaitEvent(caller, comm_done, 0));
-    }
-};
 
 Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const BufferConfig& config)
     : impl_(std::make_unique<Impl>()) {
@@ -116,6 +86,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 
     check_configs_agree(impl.communicator->all_gather_value(config, impl.timeout()));
     impl.topology = comm::detect_topology(*impl.communicator, device, config.emulated_nodes, impl.timeout());
+    check_hardware_queues(impl.topology);
 
     device::BufferCapacity capacity{};
     capacity.num_ranks = impl.communicator->size();

@@ -8,6 +8,15 @@
 
 namespace switchyard::testing {
 
+namespace {
+// Several ranks share a GPU in this process: give every stream its own hardware queue. Must be
+// set before CUDA initialises, hence a static initializer (see Buffer's check).
+const bool kHardwareQueuesSet = [] {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    return true;
+}();
+}  // namespace
+
 int cuda_device_count() {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {

@@ -1,0 +1,72 @@
+// Buffer's private state, shared by the files that implement its operations (buffer.cpp for
+// creation, barrier and layout; one file per operation family beside it).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "comm/symmetric_memory.hpp"
+#include "core/cuda_check.hpp"
+#include "core/error_state.hpp"
+#include "launch/launch_context.hpp"
+#include "switchyard/buffer.hpp"
+
+namespace switchyard {
+
+inline std::chrono::milliseconds to_milliseconds(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+struct Buffer::Impl {
+    std::shared_ptr<Communicator> communicator;
+    int device = 0;
+    BufferConfig config;
+    Topology topology;
+    device::BufferLayout layout{};
+    std::unique_ptr<comm::SymmetricMemory> memory;
+    std::unique_ptr<core::ErrorState> errors;
+    cudaStream_t comm_stream = nullptr;
+    cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
+    cudaEvent_t comm_done = nullptr;     // recorded on the comm stream
+    int sm_budget = 1;
+
+    std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
+    // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one
+    // timeout) before it reaches the host, so give it that long plus slack.
+    std::chrono::milliseconds recovery_timeout() const { return timeout() * 2 + std::chrono::seconds(10); }
+
+    launch::LaunchContext context() const {
+        launch::LaunchContext context;
+        context.device = device;
+        context.stream = comm_stream;
+        context.rank = communicator->rank();
+        context.num_ranks = communicator->size();
+        context.local_base = memory->local();
+        context.peer_bases = memory->device_peer_table();
+        context.layout = layout;
+        context.diagnostics.record = errors->device_record();
+        context.diagnostics.poison = layout.workspace.poison(memory->local());
+        context.diagnostics.timeout_ns = static_cast<uint64_t>(config.timeout_seconds * 1e9);
+        context.diagnostics.rank = communicator->rank();
+        context.sm_budget = sm_budget;
+        return context;
+    }
+
+    // Runs `body` on the comm stream after the caller's stream, then makes the caller's stream
+    // wait for it (synchronous mode). A recorded error is raised before anything is launched.
+    template <typename Body>
+    void run_ordered(cudaStream_t caller, Body&& body) {
+        errors->throw_if_error(config.timeout_seconds);
+        SY_CUDA_CHECK(cudaSetDevice(device));
+        SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
+        SY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, caller_ready, 0));
+        body();
+        SY_CUDA_CHECK(cudaEventRecord(comm_done, comm_stream));
+        SY_CUDA_CHECK(cudaStreamWaitEvent(caller, comm_done, 0));
+    }
+};
+
+}  // namespace switchyard
