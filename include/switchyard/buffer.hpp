@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "switchyard/communicator.hpp"
 #include "switchyard/config.hpp"
+#include "switchyard/ops.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
 
@@ -59,6 +61,31 @@ public:
     // Dispatch layout of `topk_idx` ([T, K] int32/int64 on this GPU) for `num_experts` experts.
     void get_dispatch_layout(const TensorView& topk_idx, int num_experts, const DispatchLayoutViews& out,
                              cudaStream_t stream);
+
+    // --- High throughput (training, prefill): src/core/ht_ops.cpp -------------------------------
+    // Dispatch x to the ranks owning its top-k experts (DESIGN.md §2).
+    DispatchResult dispatch(const DispatchArgs& args, cudaStream_t stream);
+    // New data (x, x_scales, topk_weights of `args`; topk_idx ignored) with the routing of
+    // `handle`: byte-identical layouts. Also the backward of combine.
+    DispatchResult cached_dispatch(const DispatchArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
+                                   cudaStream_t stream);
+    // Combine rows laid out as `handle`'s dispatch produced them back to their home ranks. Also
+    // the backward of dispatch (combine the gradients with the same handle).
+    CombineResult combine(const CombineArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
+                          cudaStream_t stream);
+
+    // --- Low latency (decoding): src/core/ll_ops.cpp ------------------------------------------
+    LowLatencyDispatchResult ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream);
+    LowLatencyCombineResult ll_combine(const LowLatencyCombineArgs& args,
+                                       const std::shared_ptr<const LowLatencyHandle>& handle, cudaStream_t stream);
+    // The buffer's LL send area as a bf16 [L, R*T_ll, H] view for zero-copy combine input (the
+    // expert GEMM writes here; then ll_combine with zero_copy = true). Needs
+    // BufferConfig::ll_zero_copy_combine.
+    TensorView ll_combine_input(const LowLatencyHandle& handle) const;
+    // Fault tolerance (BufferConfig::ll_mask_unresponsive_ranks): ranks masked after a timeout.
+    std::vector<int32_t> ll_query_mask();
+    void ll_set_mask(int rank, bool masked);
+    void ll_clear_mask();
 
     // Throws the error a kernel recorded (TimeoutError naming rank, peer and phase; or
     // InvalidArgument for routing found invalid on the GPU). Does not wait for the GPU.

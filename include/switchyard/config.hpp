@@ -35,6 +35,12 @@ struct BufferConfig {
 
     // SM budget of the communication kernels; 0 = the analytical SM model decides.
     int32_t num_sms = 0;
+
+    // Low latency: a peer that does not arrive within the timeout is masked (its contributions
+    // count as absent, later ops skip it) instead of failing the op with TimeoutError.
+    bool ll_mask_unresponsive_ranks = false;
+    // Low latency: reserve a send area for zero-copy combine input ([L, R*T_ll, H] bf16).
+    bool ll_zero_copy_combine = false;
 };
 
 // "max_tokens_per_rank=4096, max_hidden=7168, ..." for logs and error messages.

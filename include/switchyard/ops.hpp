@@ -3,7 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
 
+#include "switchyard/device_tensor.hpp"
 #include "switchyard/tensor.hpp"
 
 namespace switchyard {
@@ -51,6 +55,71 @@ struct CombineArgs {
     bool hierarchical = false;  // expert-major layouts: reduce per receiving rank first
     TensorView out;           // optional caller-provided output [T, H] bf16
     int32_t num_sms = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// High-throughput results
+// ---------------------------------------------------------------------------------------------
+class DispatchHandle;  // the routing of one dispatch (src/core/ht_handle.hpp); reused by combine
+
+struct DispatchResult {
+    // Rank-major: views into the buffer's receive region, valid until the next dispatch on this
+    // buffer (clone them to keep them longer). Expert-major layouts: memory owned by the result.
+    DeviceTensor recv_x;             // [N, H] (masked: [L, R*T_max, H])
+    DeviceTensor recv_scales;        // fp8 payloads: [N, words] (fp32 or packed UE8M0 int32)
+    DeviceTensor recv_topk_idx;      // rank-major: int32 [N, K], local expert id or -1
+    DeviceTensor recv_topk_weights;  // rank-major: fp32 [N, K]; expert-major: fp32 [N]
+    DeviceTensor num_recv_tokens_per_expert;  // int32 [L] on the GPU (unaligned counts)
+    DeviceTensor num_recv_rows;               // int32 [1] on the GPU: rows written (incl. padding)
+    // Host-synced counts only (CountMode::kHostSynced); -1 / empty in device-count mode.
+    int64_t host_num_recv_rows = -1;
+    std::vector<int32_t> host_num_recv_tokens_per_expert;
+    std::shared_ptr<const DispatchHandle> handle;
+};
+
+struct CombineResult {
+    DeviceTensor out;                    // [T, H] bf16 (the caller's `out` when given)
+    DeviceTensor combined_topk_weights;  // [T, K] fp32 when row weights were sent back
+};
+
+// ---------------------------------------------------------------------------------------------
+// Low latency (decoding): one kernel per op, no host round-trip, CUDA-graph capturable.
+// ---------------------------------------------------------------------------------------------
+class LowLatencyHandle;  // routing of one LL dispatch (src/core/ll_handle.hpp)
+
+struct LowLatencyDispatchArgs {
+    TensorView x;          // bf16 [T, H], T <= BufferConfig::ll_max_tokens_per_rank
+    TensorView topk_idx;   // [T, K] int32 or int64, -1 = empty slot
+    int32_t num_experts = 0;
+    bool use_fp8 = true;   // quantize inside the kernel; false = bf16 passthrough
+    ScaleFormat scale_format = ScaleFormat::kFloat32;  // kFloat32 or kUE8M0 when use_fp8
+    TensorView cumulative_local_expert_recv_stats;      // optional int32 [L]: += received rows
+    TensorView wait_time_stats;                         // optional int64 [R]: += ns waited per source
+    bool return_recv_hook = false;  // issue only the send half; result.receive() runs the rest
+};
+
+struct LowLatencyDispatchResult {
+    DeviceTensor recv_x;       // [L, R*T_ll, H] fp8 or bf16; expert e's first recv_count[e] rows valid
+    DeviceTensor recv_scales;  // fp32 [L, R*T_ll, H/128] or int32 [L, R*T_ll, H/512], column-major in
+                               // the last two dims (strides {.., 1, R*T_ll}) for TMA-fed grouped GEMMs
+    DeviceTensor recv_count;   // int32 [L]
+    std::shared_ptr<const LowLatencyHandle> handle;
+    std::function<void()> receive;  // hook mode: launches the receive half on the same stream
+};
+
+struct LowLatencyCombineArgs {
+    TensorView y;             // bf16 [L, R*T_ll, H] in the dispatch's masked layout
+    TensorView topk_idx;      // the dispatch's [T, K] (on this, the home rank)
+    TensorView topk_weights;  // fp32 [T, K]: out[t] = sum_k w[t][k] * y(t, k), k ascending, fp32
+    TensorView out;           // optional caller-provided bf16 [T, H]
+    bool zero_copy = false;   // y was written into ll_combine_input() (the buffer's send area)
+    bool return_recv_hook = false;
+    TensorView wait_time_stats;  // optional int64 [R]
+};
+
+struct LowLatencyCombineResult {
+    DeviceTensor out;
+    std::function<void()> receive;
 };
 
 }  // namespace switchyard

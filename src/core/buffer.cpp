@@ -38,6 +38,8 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
         {"timeout_seconds", [](const BufferConfig& c) { return std::to_string(c.timeout_seconds); }},
         {"emulated_nodes", [](const BufferConfig& c) { return std::to_string(c.emulated_nodes); }},
         {"num_sms", [](const BufferConfig& c) { return std::to_string(c.num_sms); }},
+        {"ll_mask_unresponsive_ranks", [](const BufferConfig& c) { return std::to_string(c.ll_mask_unresponsive_ranks); }},
+        {"ll_zero_copy_combine", [](const BufferConfig& c) { return std::to_string(c.ll_zero_copy_combine); }},
     };
     for (size_t rank = 1; rank < configs.size(); ++rank) {
         for (const Field& field : fields) {
@@ -90,12 +92,14 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 
     device::BufferCapacity capacity{};
     capacity.num_ranks = impl.communicator->size();
+    capacity.max_experts = config.max_experts;
     capacity.max_tokens_per_rank = config.max_tokens_per_rank;
     capacity.max_hidden = config.max_hidden;
     capacity.max_topk = config.max_topk;
     capacity.ll_max_tokens_per_rank = config.ll_max_tokens_per_rank;
     capacity.high_throughput = config.enable_high_throughput;
     capacity.low_latency = config.enable_low_latency;
+    capacity.ll_zero_copy_combine = config.ll_zero_copy_combine;
     impl.layout = device::BufferLayout::make(capacity);
 
     impl.errors = std::make_unique<core::ErrorState>();

@@ -19,7 +19,7 @@ SY_TEST(BarrierStress, CountersAndSlotsAgree) {
             config.max_hidden = 128;
             config.timeout_seconds = 10;
             Buffer buffer(env.communicator, env.device, config);
-            const auto layout = device::WorkspaceLayout::make(rc.ranks);
+            const auto layout = device::WorkspaceLayout::make(rc.ranks, int32_t((config.max_experts + rc.ranks - 1) / rc.ranks));
             std::vector<uint64_t> counters(device::kNumCounters), slots(rc.ranks);
             for (int batch = 1; batch <= 5; ++batch) {
                 for (int i = 0; i < 100; ++i) buffer.barrier(env.stream);

@@ -19,12 +19,14 @@ namespace switchyard::device {
 
 struct BufferCapacity {
     int32_t num_ranks;
+    int32_t max_experts;
     int32_t max_tokens_per_rank;     // HT T_max
     int32_t max_hidden;
     int32_t max_topk;
     int32_t ll_max_tokens_per_rank;  // LL T_max
     bool high_throughput;
     bool low_latency;
+    bool ll_zero_copy_combine;  // reserve the LL zero-copy combine send area
 };
 
 struct BufferLayout {
@@ -38,7 +40,8 @@ struct BufferLayout {
 
     SY_HOST_DEVICE static BufferLayout make(const BufferCapacity& capacity) {
         BufferLayout layout;
-        layout.workspace = WorkspaceLayout::make(capacity.num_ranks);
+        layout.workspace = WorkspaceLayout::make(capacity.num_ranks,
+                                                 int32_t(ceil_div(capacity.max_experts, capacity.num_ranks)));
         int64_t offset = align_up(layout.workspace.total_bytes, kRegionAlignment);
         const int64_t dispatch_record = RecordLayout::max_dispatch_bytes(capacity.max_hidden, capacity.max_topk);
         const int64_t combine_record = RecordLayout::combine(capacity.max_hidden, capacity.max_topk).total_bytes;

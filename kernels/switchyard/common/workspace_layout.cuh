@@ -12,10 +12,13 @@ namespace switchyard::device {
 
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {
-    kCounterBarrier = 0,  // barriers issued on this buffer
-    kCounterHt = 1,       // high-throughput ops
-    kCounterLlSend = 2,   // low-latency send halves
-    kCounterLlRecv = 3,   // low-latency receive halves
+    kCounterBarrier = 0,        // barriers issued on this buffer
+    kCounterHt = 1,             // high-throughput ops (dispatch and combine share one sequence)
+    kCounterLlSend = 2,         // low-latency send halves
+    kCounterLlRecv = 3,         // low-latency receive halves
+    kCounterHtBlocksDone = 4,   // blocks of the running HT kernel that finished (last one resets)
+    kCounterLlBlocksDone = 5,   // same for LL kernels
+    kCounterLlBlocksDone2 = 6,  // spare for a second LL phase
     kNumCounters = 16,
 };
 
@@ -23,21 +26,52 @@ struct WorkspaceLayout {
     static constexpr int64_t kAlignment = 128;
 
     int32_t num_ranks = 0;
+    int32_t max_local_experts = 0;       // L capacity of the notify entries
     int64_t counters_offset = 0;         // [kNumCounters] uint64, local
     int64_t poison_offset = 0;           // uint32, local: non-zero once an op failed
     int64_t barrier_signals_offset = 0;  // [R] uint64: slot s holds rank s's latest barrier sequence
+    // High-throughput signals, written by peers (slot s = from rank s):
+    int64_t ht_notify_offset = 0;         // [R] notify entries (see ht_notify_entry_bytes)
+    int64_t ht_notify_entry_bytes = 0;
+    int64_t ht_dispatch_done_offset = 0;  // [R] uint64: source s finished writing its rows here
+    int64_t ht_combine_entry_offset = 0;  // [R] uint64: rank s entered combine (its region is free)
+    int64_t ht_combine_done_offset = 0;   // [R] uint64: rank s finished writing combine rows here
+    // Low-latency signals: one area the LL kernels lay out themselves (ll/ll_layout.cuh).
+    int64_t ll_signals_offset = 0;
+    int64_t ll_signals_bytes = 0;
     int64_t total_bytes = 0;
 
-    SY_HOST_DEVICE static WorkspaceLayout make(int32_t num_ranks) {
+    // Bytes the LL signal area reserves: per set and source 256 bytes, per peer 256 bytes more.
+    SY_HOST_DEVICE static int64_t ll_signal_bytes_for(int32_t num_ranks) {
+        return align_up(4096 + int64_t(num_ranks) * (2 * 256 + 256), kAlignment);
+    }
+
+    SY_HOST_DEVICE static WorkspaceLayout make(int32_t num_ranks, int32_t max_local_experts = 0) {
         WorkspaceLayout layout;
         layout.num_ranks = num_ranks;
+        layout.max_local_experts = max_local_experts;
         int64_t offset = 0;
         layout.counters_offset = offset;
         offset += align_up(kNumCounters * 8, kAlignment);
         layout.poison_offset = offset;
         offset += kAlignment;
+        const int64_t per_rank_u64 = align_up(int64_t(num_ranks) * 8, kAlignment);
         layout.barrier_signals_offset = offset;
-        offset += align_up(int64_t(num_ranks) * 8, kAlignment);
+        offset += per_rank_u64;
+        // Notify entry: {uint64 sequence, int32 num_tokens, int32 num_senders, int32 rows_to[R],
+        // int32 expert_rows[L]} padded to 16 bytes.
+        layout.ht_notify_entry_bytes = align_up(16 + 4 * int64_t(num_ranks) + 4 * int64_t(max_local_experts), 16);
+        layout.ht_notify_offset = offset;
+        offset += align_up(layout.ht_notify_entry_bytes * num_ranks, kAlignment);
+        layout.ht_dispatch_done_offset = offset;
+        offset += per_rank_u64;
+        layout.ht_combine_entry_offset = offset;
+        offset += per_rank_u64;
+        layout.ht_combine_done_offset = offset;
+        offset += per_rank_u64;
+        layout.ll_signals_offset = offset;
+        layout.ll_signals_bytes = ll_signal_bytes_for(num_ranks);
+        offset += layout.ll_signals_bytes;
         layout.total_bytes = align_up(offset, 4096);
         return layout;
     }
@@ -49,6 +83,19 @@ struct WorkspaceLayout {
     SY_HOST_DEVICE uint64_t* barrier_signals(uint8_t* base) const {
         return reinterpret_cast<uint64_t*>(base + barrier_signals_offset);
     }
+    SY_HOST_DEVICE uint8_t* ht_notify_entry(uint8_t* base, int32_t source) const {
+        return base + ht_notify_offset + ht_notify_entry_bytes * source;
+    }
+    SY_HOST_DEVICE uint64_t* ht_dispatch_done(uint8_t* base) const {
+        return reinterpret_cast<uint64_t*>(base + ht_dispatch_done_offset);
+    }
+    SY_HOST_DEVICE uint64_t* ht_combine_entry(uint8_t* base) const {
+        return reinterpret_cast<uint64_t*>(base + ht_combine_entry_offset);
+    }
+    SY_HOST_DEVICE uint64_t* ht_combine_done(uint8_t* base) const {
+        return reinterpret_cast<uint64_t*>(base + ht_combine_done_offset);
+    }
+    SY_HOST_DEVICE uint8_t* ll_signals(uint8_t* base) const { return base + ll_signals_offset; }
 };
 
 }  // namespace switchyard::device
