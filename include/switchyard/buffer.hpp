@@ -101,8 +101,10 @@ public:
     uint8_t* peer_memory(int rank) const;
     size_t data_offset() const;
 
-private:
+    // Private state, defined in src/core/buffer_impl.hpp (opaque to users).
     struct Impl;
+
+private:
     std::unique_ptr<Impl> impl_;
 };
 

@@ -112,6 +112,17 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     int num_sms = 0;
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
+    impl.device_sms = num_sms;
+    {
+        const size_t words = 3 + static_cast<size_t>(impl.layout.workspace.max_local_experts);
+        void* memory = nullptr;
+        SY_CUDA_CHECK(cudaHostAlloc(&memory, words * sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable));
+        impl.host_counts = static_cast<int32_t*>(memory);
+        std::memset(memory, 0, words * sizeof(int32_t));
+        void* device_alias = nullptr;
+        SY_CUDA_CHECK(cudaHostGetDevicePointer(&device_alias, memory, 0));
+        impl.host_counts_device = static_cast<int32_t*>(device_alias);
+    }
 
     // No rank may signal into a peer's workspace before that peer has zeroed it.
     impl.communicator->barrier(impl.timeout());
@@ -129,6 +140,7 @@ Buffer::~Buffer() {
     } catch (const std::exception&) {
     }
     impl.memory.reset();
+    if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_done) cudaEventDestroy(impl.comm_done);
     if (impl.comm_stream) cudaStreamDestroy(impl.comm_stream);

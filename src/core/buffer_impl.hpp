@@ -32,6 +32,10 @@ struct Buffer::Impl {
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     cudaEvent_t comm_done = nullptr;     // recorded on the comm stream
     int sm_budget = 1;
+    int device_sms = 1;
+    // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
+    int32_t* host_counts = nullptr;
+    int32_t* host_counts_device = nullptr;
 
     std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
     // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one

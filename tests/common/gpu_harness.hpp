@@ -57,6 +57,15 @@ public:
         if (data_) cudaFree(data_);
     }
     DeviceArray(DeviceArray&& other) noexcept : data_(other.data_), count_(other.count_) { other.data_ = nullptr; }
+    DeviceArray& operator=(DeviceArray&& other) noexcept {
+        if (this != &other) {
+            if (data_) cudaFree(data_);
+            data_ = other.data_;
+            count_ = other.count_;
+            other.data_ = nullptr;
+        }
+        return *this;
+    }
     DeviceArray(const DeviceArray&) = delete;
     DeviceArray& operator=(const DeviceArray&) = delete;
 

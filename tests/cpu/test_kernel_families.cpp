@@ -16,6 +16,9 @@ const std::vector<jit::KernelSource>& families() {
     static const std::vector<jit::KernelSource> sources = {
         {"barrier", "switchyard/transport/barrier.cuh", "switchyard::device::barrier_kernel<128>"},
         {"dispatch_layout", "switchyard/layout/layout_kernel.cuh", "switchyard::device::layout_kernel<long long>"},
+        {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
+        {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"},
+        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"},
         {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"},
         {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
          "switchyard::device::coresidency_probe_kernel"},

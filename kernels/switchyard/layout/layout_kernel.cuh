@@ -26,6 +26,7 @@ struct LayoutArgs {
     uint8_t* token_in_rank;          // [T, R] 0/1, may be null
     int32_t* token_rank_slot;        // [T, R] slot in the destination's rows from this rank, -1 if none
     int32_t* token_expert_pos;       // [T, K] position among this rank's (t, k) rows of that expert, -1
+    int32_t* topk_copy;              // [T, K] int32 copy of topk_idx (ids out of range become -1), may be null
     Diagnostics diagnostics;
 };
 
@@ -90,6 +91,7 @@ SY_DEVICE void process_token(const LayoutArgs& args, int token, int32_t* expert_
     }
     if constexpr (kWrite) {
         if (active && args.token_expert_pos) args.token_expert_pos[int64_t(token) * args.topk + lane] = position;
+        if (active && args.topk_copy) args.topk_copy[int64_t(token) * args.topk + lane] = valid ? int32_t(expert) : -1;
     }
     __syncwarp();
 }

@@ -1,0 +1,223 @@
+// High-throughput combine, direct topology. One kernel, roles in order:
+//
+//  enter          tell every peer this rank entered the combine (its combine region is free to
+//                 be written) and wait until every peer has;
+//  send_rows      each warp takes received rows and writes them back to the token's home rank,
+//                 into slot (rank ordinal | top-k index) x token of the home's combine region:
+//                 rank-major rows as they are, expert-major rows per k (flat) or reduced over this
+//                 rank's k first and rounded to bf16 once (hierarchical);
+//  finish         the last block tells every home this rank's rows are complete;
+//  reduce_home    once every peer is complete, each warp reduces whole tokens in fp32 in the fixed
+//                 order (biases, then slots ascending), rounds to bf16 once, and picks each k's
+//                 weight from its owner's record (combined_topk_weights).
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/numerics.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/ht_args.cuh"
+
+namespace switchyard::device {
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace ht_detail {
+
+SY_DEVICE uint8_t* combine_record(const HtCombineArgs& args, uint8_t* base, int slot, int token) {
+    return base + args.common.layout.ht_combine_offset +
+           (int64_t(slot) * args.common.max_tokens + token) * args.record.total_bytes;
+}
+
+SY_DEVICE void unpack8(const uint4& raw, float* v) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        v[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+        v[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+    }
+}
+
+SY_DEVICE uint4 pack8(const float* v) {
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) words[i] = float_to_bf16_bits(v[2 * i]) | (float_to_bf16_bits(v[2 * i + 1]) << 16);
+    return make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+SY_DEVICE void copy_row_to(const HtCombineArgs& args, uint8_t* destination, const uint8_t* source) {
+    const int64_t bytes = int64_t(args.common.hidden) * 2;
+    for (int64_t offset = int64_t(ptx::lane_id()) * 16; offset < bytes; offset += 32 * 16)
+        *reinterpret_cast<uint4*>(destination + offset) = *reinterpret_cast<const uint4*>(source + offset);
+}
+
+// send_rows for one rank-major row `row` received from home rank `home`.
+SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    const int token = args.row_src_token[row];
+    uint8_t* home_base = c.peer_bases[home];
+    if (args.mode == 0) {
+        uint8_t* destination = combine_record(args, home_base, args.row_combine_slot[row], token);
+        copy_row_to(args, destination, args.y + row * args.y_row_stride_bytes);
+        float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
+        if (int(lane) < c.topk) meta[lane] = args.row_weights ? args.row_weights[row * args.row_weights_stride + lane] : 0.0f;
+        return;
+    }
+    if (args.mode == 1) {
+        for (int k = 0; k < c.topk; ++k) {
+            const int32_t expert_row = args.row_expert_row[row * c.topk + k];
+            if (expert_row < 0) continue;
+            uint8_t* destination = combine_record(args, home_base, k, token);
+            copy_row_to(args, destination, args.y + int64_t(expert_row) * args.y_row_stride_bytes);
+            float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
+            if (int(lane) < c.topk)
+                meta[lane] = (int(lane) == k && args.row_weights) ? args.row_weights[int64_t(expert_row) * args.row_weights_stride] : 0.0f;
+        }
+        return;
+    }
+    // Hierarchical: reduce this rank's rows of the token (k ascending) in fp32, round once.
+    uint8_t* destination = combine_record(args, home_base, args.row_combine_slot[row], token);
+    for (int channel = int(lane) * 8; channel < c.hidden; channel += 256) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int k = 0; k < c.topk; ++k) {
+            const int32_t expert_row = args.row_expert_row[row * c.topk + k];
+            if (expert_row < 0) continue;
+            float v[8];
+            unpack8(*reinterpret_cast<const uint4*>(args.y + int64_t(expert_row) * args.y_row_stride_bytes + channel * 2), v);
+            const float w = args.dispatch_row_weights[row * c.topk + k];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[i] = args.weighted ? fmaf(w, v[i], acc[i]) : acc[i] + v[i];
+        }
+        *reinterpret_cast<uint4*>(destination + channel * 2) = pack8(acc);
+    }
+    float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
+    if (int(lane) < c.topk) {
+        const int32_t expert_row = args.row_expert_row[row * c.topk + lane];
+        meta[lane] = (expert_row >= 0 && args.row_weights) ? args.row_weights[int64_t(expert_row) * args.row_weights_stride] : 0.0f;
+    }
+}
+
+// reduce_home for one home token.
+SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    int num_slots = 0;
+    if (args.mode == 1) {
+        num_slots = c.topk;
+    } else {
+        for (int q = 0; q < c.num_ranks; ++q) num_slots += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
+    }
+    for (int channel = int(lane) * 8; channel < c.hidden; channel += 256) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float v[8];
+        if (args.bias0) {
+            unpack8(*reinterpret_cast<const uint4*>(args.bias0 + int64_t(token) * args.bias0_stride + channel), v);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[i] += v[i];
+        }
+        if (args.bias1) {
+            unpack8(*reinterpret_cast<const uint4*>(args.bias1 + int64_t(token) * args.bias1_stride + channel), v);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[i] += v[i];
+        }
+        for (int slot = 0; slot < num_slots; ++slot) {
+            float w = 1.0f;
+            if (args.mode == 1) {
+                if (args.topk_idx[int64_t(token) * c.topk + slot] < 0) continue;
+                if (args.weighted) w = args.home_weights[int64_t(token) * args.home_weights_stride + slot];
+            }
+            const uint8_t* record = combine_record(args, c.local_base, slot, token);
+            unpack8(*reinterpret_cast<const uint4*>(record + channel * 2), v);
+            if (args.mode == 1 && args.weighted) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[i] = fmaf(w, v[i], acc[i]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[i] += v[i];
+            }
+        }
+        *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) = pack8(acc);
+    }
+    if (args.combined_weights && int(lane) < c.topk) {
+        const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];
+        float weight = 0.0f;
+        if (expert >= 0) {
+            int slot = int(lane);
+            if (args.mode != 1) {
+                const int owner = expert / c.local_experts;
+                slot = 0;
+                for (int q = 0; q < owner; ++q) slot += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
+            }
+            weight = reinterpret_cast<const float*>(combine_record(args, c.local_base, slot, token) +
+                                                    args.record.meta_offset)[lane];
+        }
+        args.combined_weights[int64_t(token) * c.topk + lane] = weight;
+    }
+}
+
+}  // namespace ht_detail
+
+__global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constant__ HtCombineArgs args) {
+    const HtCommon& c = args.common;
+    uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    const uint64_t sequence = counters[kCounterHt] + 1;
+    const int num_warps = blockDim.x / 32;
+    const int64_t global_warp = int64_t(blockIdx.x) * num_warps + threadIdx.x / 32;
+    const int64_t total_warps = int64_t(gridDim.x) * num_warps;
+    __shared__ int ok;
+
+    // enter
+    if (threadIdx.x == 0) ok = 1;
+    if (blockIdx.x == 0)
+        for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
+            ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank, sequence);
+    __syncthreads();
+    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
+        if (!wait_at_least(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence, c.diagnostics,
+                           kPhaseHtCombine, peer))
+            ok = 0;
+    __syncthreads();
+
+    // send_rows
+    const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
+    if (ok) {
+        const int32_t rows = args.recv_info[info.row_offsets() + c.num_ranks];
+        for (int64_t row = global_warp; row < rows; row += total_warps) {
+            int home = 0;
+            while (home + 1 < c.num_ranks && args.recv_info[info.row_offsets() + home + 1] <= row) ++home;
+            ht_detail::send_row(args, row, home);
+        }
+    }
+
+    // finish
+    ptx::fence_acq_rel_sys();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned long long finished =
+            atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
+        if (finished + 1 == gridDim.x) {
+            ptx::fence_acq_rel_sys();
+            if (!is_poisoned(c.diagnostics))
+                for (int q = 0; q < c.num_ranks; ++q)
+                    ptx::st_release_sys(c.layout.workspace.ht_combine_done(c.peer_bases[q]) + c.rank, sequence);
+            counters[kCounterHtBlocksDone] = 0;
+            counters[kCounterHt] = sequence;
+        }
+    }
+
+    // reduce_home
+    if (!ok) return;
+    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
+        if (!wait_at_least(c.layout.workspace.ht_combine_done(c.local_base) + peer, sequence, c.diagnostics,
+                           kPhaseHtCombine, peer))
+            ok = 0;
+    __syncthreads();
+    if (!ok) return;
+    for (int64_t token = global_warp; token < c.num_tokens; token += total_warps) ht_detail::reduce_token(args, int(token));
+}
+
+#endif
+
+}  // namespace switchyard::device

@@ -1,0 +1,295 @@
+// High-throughput dispatch, direct topology (one NVLink domain). One kernel, three roles in order:
+//
+//  notify_peers     block 0 sends every peer this rank's row counts (per destination rank and, for
+//                   the peer's local experts, per expert); every block waits for all peers' counts,
+//                   which also proves each destination has entered this op (its region is free);
+//  send_tokens      each warp owns a contiguous token range; a token is staged once in shared
+//                   memory (bulk load, or quantized by the warp) and bulk-stored to every
+//                   destination rank at its final rank-major row: sum of earlier sources' rows plus
+//                   the token's slot (a deterministic prefix sum from the layout kernel);
+//                   per-destination metadata is written by the lanes;
+//  finish           the last block to finish publishes "done" to every destination; the op ends
+//                   when every source's "done" has arrived here.
+//
+// Rows land in the receive region in final rank-major order, so the rank-major output is a view
+// of the buffer; the receive kernel expands expert-major layouts from it.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/numerics.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/ht_args.cuh"
+
+namespace switchyard::device {
+
+constexpr int kHtMaxRanks = 128;
+
+// The notify entry one source writes into each destination's workspace.
+struct HtNotifyView {
+    uint8_t* entry;
+    int32_t num_ranks;
+    SY_HOST_DEVICE uint64_t* sequence() const { return reinterpret_cast<uint64_t*>(entry); }
+    SY_HOST_DEVICE int32_t* num_tokens() const { return reinterpret_cast<int32_t*>(entry + 8); }
+    SY_HOST_DEVICE int32_t* rows_to() const { return reinterpret_cast<int32_t*>(entry + 16); }
+    SY_HOST_DEVICE int32_t* expert_rows() const { return rows_to() + num_ranks; }
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace ht_detail {
+
+SY_DEVICE HtNotifyView notify_entry(const HtCommon& c, uint8_t* base, int32_t source) {
+    return {c.layout.workspace.ht_notify_entry(base, source), c.num_ranks};
+}
+
+// Block 0: publish this rank's counts to every peer (thread q -> peer q).
+SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
+    const HtCommon& c = args.common;
+    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x) {
+        const HtNotifyView entry = notify_entry(c, c.peer_bases[peer], c.rank);
+        *entry.num_tokens() = c.num_tokens;
+        for (int q = 0; q < c.num_ranks; ++q) entry.rows_to()[q] = args.num_tokens_per_rank[q];
+        for (int e = 0; e < c.local_experts; ++e)
+            entry.expert_rows()[e] = args.num_tokens_per_expert[peer * c.local_experts + e];
+        ptx::st_release_sys(entry.sequence(), sequence);
+    }
+}
+
+// Every block: wait for all peers' counts; returns false on timeout.
+SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence) {
+    __shared__ int ok;
+    if (threadIdx.x == 0) ok = 1;
+    __syncthreads();
+    for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
+        if (!wait_at_least(notify_entry(c, c.local_base, source).sequence(), sequence, c.diagnostics,
+                           kPhaseHtNotify, source))
+            ok = 0;
+    __syncthreads();
+    return ok != 0;
+}
+
+// Block 0: the receiver-side summary (rows per source, expert counts and offsets) for the receive
+// kernel, combine and the host.
+SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
+    const HtCommon& c = args.common;
+    const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
+    int32_t* out = args.recv_info;
+    if (threadIdx.x == 0) {
+        int32_t rows = 0;
+        for (int s = 0; s < c.num_ranks; ++s) {
+            out[info.row_offsets() + s] = rows;
+            rows += notify_entry(c, c.local_base, s).rows_to()[c.rank];
+        }
+        out[info.row_offsets() + c.num_ranks] = rows;
+        int64_t expert_rows = 0;
+        for (int e = 0; e < c.local_experts; ++e) {
+            int32_t count = 0;
+            for (int s = 0; s < c.num_ranks; ++s) {
+                out[info.source_expert_offsets() + s * c.local_experts + e] = count;
+                count += notify_entry(c, c.local_base, s).expert_rows()[e];
+            }
+            out[info.expert_counts() + e] = count;
+            out[info.expert_offsets() + e] = int32_t(args.masked_layout ? int64_t(e) * c.num_ranks * c.max_tokens : expert_rows);
+            expert_rows += args.masked_layout ? 0 : align_up(count, args.expert_alignment);
+        }
+        out[info.expert_offsets() + c.local_experts] =
+            int32_t(args.masked_layout ? int64_t(c.local_experts) * c.num_ranks * c.max_tokens : expert_rows);
+        if (args.host_counts) {
+            volatile int32_t* host = args.host_counts;
+            host[1] = rows;
+            host[2] = out[info.expert_offsets() + c.local_experts];
+            for (int e = 0; e < c.local_experts; ++e) host[3 + e] = out[info.expert_counts() + e];
+            __threadfence_system();
+            host[0] = 1;
+            __threadfence_system();
+        }
+    }
+}
+
+// Loads (or quantizes) token `token` into `stage` (payload then scales, record layout).
+SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
+                           uint32_t& phase) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    const RecordLayout& r = args.record;
+    if (args.quantize) {
+        // 8 channels per lane per step, 16 lanes per 128-channel block, 2 blocks per warp step.
+        const bool ue8m0 = args.scale_kind == kScaleUe8m0;
+        const uint8_t* row = args.x + int64_t(token) * args.x_row_stride_bytes;
+        uint32_t* scales = reinterpret_cast<uint32_t*>(stage + r.scale_offset);
+        for (int base = 0; base < c.hidden; base += 256) {
+            const int channel = base + int(lane) * 8;
+            float v[8];
+            float amax = 0.0f;
+            if (channel < c.hidden) {
+                const uint4 raw = *reinterpret_cast<const uint4*>(row + channel * 2);
+                const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    v[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+                    v[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+                }
+#pragma unroll
+                for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
+            }
+#pragma unroll
+            for (int mask = 8; mask >= 1; mask >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mask));
+            const Fp8BlockScale scale = fp8_block_scale(amax, ue8m0);
+            if (channel < c.hidden) {
+                uint32_t packed[2];
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+                    packed[i] = floats_to_e4m3x2(fp8_scaled(v[4 * i], scale, ue8m0), fp8_scaled(v[4 * i + 1], scale, ue8m0)) |
+                                (floats_to_e4m3x2(fp8_scaled(v[4 * i + 2], scale, ue8m0),
+                                                  fp8_scaled(v[4 * i + 3], scale, ue8m0))
+                                 << 16);
+                *reinterpret_cast<uint2*>(stage + channel) = make_uint2(packed[0], packed[1]);
+                if ((lane & 15u) == 0) {
+                    const int block = channel / 128;
+                    if (ue8m0) {
+                        // Bytes of one word come from four blocks; assemble through shared memory bytes.
+                        reinterpret_cast<uint8_t*>(scales)[block] = uint8_t(scale.stored);
+                    } else {
+                        scales[block] = scale.stored;
+                    }
+                }
+            }
+        }
+        // Zero the unused bytes of the last UE8M0 word so records are deterministic.
+        if (ue8m0 && lane == 0) {
+            const int blocks = int(ceil_div(c.hidden, 128));
+            for (int b = blocks; b < int(ceil_div(c.hidden, 512)) * 4; ++b) reinterpret_cast<uint8_t*>(scales)[b] = 0;
+        }
+        ptx::fence_proxy_async_shared();
+        __syncwarp();
+        return;
+    }
+    if (lane == 0) {
+        ptx::mbarrier_arrive_expect_tx(barrier, uint32_t(r.payload_bytes));
+        ptx::bulk_load(stage, args.x + int64_t(token) * args.x_row_stride_bytes, uint32_t(r.payload_bytes), barrier);
+    }
+    if (args.input_payload == kPayloadFp8) {
+        uint32_t* scales = reinterpret_cast<uint32_t*>(stage + r.scale_offset);
+        const int words = int(r.scale_bytes / 4);
+        for (int w = lane; w < words; w += 32)
+            scales[w] = args.x_scales[int64_t(token) * args.scale_row_stride + int64_t(w) * args.scale_col_stride];
+        ptx::fence_proxy_async_shared();
+    }
+    while (!ptx::mbarrier_try_wait_parity(barrier, phase)) {
+    }
+    phase ^= 1u;
+    __syncwarp();
+}
+
+// Sends one staged token to every destination rank it goes to.
+SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* stage, const int32_t* dest_offset) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    const RecordLayout& r = args.record;
+    int ordinal = 0;  // this destination's position among the token's destinations (combine slot)
+    for (int q = 0; q < c.num_ranks; ++q) {
+        const int32_t slot = args.token_rank_slot[int64_t(token) * c.num_ranks + q];
+        if (slot < 0) continue;
+        const int64_t row = int64_t(dest_offset[q]) + slot;
+        uint8_t* record = c.peer_bases[q] + c.layout.ht_dispatch_offset + row * r.total_bytes;
+        int32_t* meta = reinterpret_cast<int32_t*>(record + r.meta_offset);
+        if (int(lane) < c.topk) {
+            const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];
+            const bool owned = expert >= q * c.local_experts && expert < (q + 1) * c.local_experts;
+            const float weight = args.topk_weights && owned
+                                     ? args.topk_weights[int64_t(token) * args.weights_row_stride + lane]
+                                     : 0.0f;
+            meta[2 + lane] = owned ? expert - q * c.local_experts : -1;
+            meta[2 + c.topk + lane] = __float_as_int(weight);
+            meta[2 + 2 * c.topk + lane] = owned ? args.token_expert_pos[int64_t(token) * c.topk + lane] : -1;
+        }
+        if (lane == 0) {
+            meta[0] = token;
+            meta[1] = ordinal;
+            ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
+        }
+        ++ordinal;
+    }
+    if (lane == 0) ptx::bulk_commit();
+    __syncwarp();
+}
+
+}  // namespace ht_detail
+
+__global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_constant__ HtDispatchArgs args) {
+    extern __shared__ __align__(128) uint8_t dynamic_smem[];
+    __shared__ int32_t dest_offset[kHtMaxRanks];
+    __shared__ __align__(8) uint64_t stage_barriers[16][2];
+    const HtCommon& c = args.common;
+    uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    const uint64_t sequence = counters[kCounterHt] + 1;
+    const int warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+    const uint32_t lane = ptx::lane_id();
+
+    if (threadIdx.x < 32 && lane < 2 * 16 && lane / 2 < num_warps) {
+        ptx::mbarrier_init(&stage_barriers[lane / 2][lane % 2], 1);
+        ptx::fence_mbarrier_init();
+    }
+    if (blockIdx.x == 0) ht_detail::notify_peers(args, sequence);
+    bool ok = ht_detail::wait_for_counts(c, sequence);
+    if (ok) {
+        for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {
+            int32_t offset = 0;
+            for (int s = 0; s < c.rank; ++s) offset += ht_detail::notify_entry(c, c.local_base, s).rows_to()[q];
+            dest_offset[q] = offset;
+        }
+        if (blockIdx.x == 0) ht_detail::publish_recv_info(args);
+    }
+    __syncthreads();
+
+    // send_tokens: warp w of the grid owns tokens [T * w / W, T * (w + 1) / W).
+    if (ok) {
+        const int global_warp = blockIdx.x * num_warps + warp, total_warps = gridDim.x * num_warps;
+        const int first = int(int64_t(c.num_tokens) * global_warp / total_warps);
+        const int last = int(int64_t(c.num_tokens) * (global_warp + 1) / total_warps);
+        uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * args.stage_bytes;
+        uint32_t phases[2] = {0u, 0u};
+        for (int token = first; token < last; ++token) {
+            const int stage = (token - first) & 1;
+            // The stores issued from this stage two tokens ago must have read it.
+            if (lane == 0) ptx::bulk_wait_read<1>();
+            __syncwarp();
+            ht_detail::stage_token(args, token, stages + int64_t(stage) * args.stage_bytes,
+                                   &stage_barriers[warp][stage], phases[stage]);
+            ht_detail::send_token(args, token, stages + int64_t(stage) * args.stage_bytes, dest_offset);
+        }
+        if (lane == 0) ptx::bulk_wait<0>();
+        __syncwarp();
+    }
+
+    // finish: every thread's writes (bulk and metadata) are released before the block counts
+    // itself done; the last block tells every destination that this source is complete.
+    ptx::fence_proxy_async_global();
+    ptx::fence_acq_rel_sys();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned long long finished =
+            atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
+        if (finished + 1 == gridDim.x) {
+            ptx::fence_acq_rel_sys();
+            // A failed op must not look complete to the peers: they time out and report instead.
+            if (!is_poisoned(c.diagnostics))
+                for (int q = 0; q < c.num_ranks; ++q)
+                    ptx::st_release_sys(c.layout.workspace.ht_dispatch_done(c.peer_bases[q]) + c.rank, sequence);
+            counters[kCounterHtBlocksDone] = 0;
+            counters[kCounterHt] = sequence;
+        }
+    }
+    // The op is complete here once every source's rows have landed.
+    if (blockIdx.x == 0 && ok) {
+        for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
+            wait_at_least(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence, c.diagnostics,
+                          kPhaseHtData, source);
+    }
+}
+
+#endif
+
+}  // namespace switchyard::device

@@ -1,0 +1,102 @@
+// High-throughput receive (all SMs, after the dispatch kernel): for every rank-major row that
+// landed in the receive region, record what combine needs (source token, combine slot, the
+// dispatch weights) and, for the expert-major layouts, copy the row to each local expert's row:
+//   row = expert start + rows of earlier sources for that expert + the row's position among its
+//   source's rows for that expert (all deterministic, from the dispatch's counts).
+// Padding rows of the contiguous layout are zeroed when asked.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/ht/ht_args.cuh"
+
+namespace switchyard::device {
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace ht_detail {
+
+// Warp copy of `bytes` (a multiple of 16) with 16-byte accesses.
+SY_DEVICE void warp_copy(uint8_t* destination, const uint8_t* source, int64_t bytes) {
+    for (int64_t offset = int64_t(ptx::lane_id()) * 16; offset < bytes; offset += 32 * 16)
+        *reinterpret_cast<uint4*>(destination + offset) = *reinterpret_cast<const uint4*>(source + offset);
+}
+
+SY_DEVICE void warp_zero(uint8_t* destination, int64_t bytes) {
+    for (int64_t offset = int64_t(ptx::lane_id()) * 16; offset < bytes; offset += 32 * 16)
+        *reinterpret_cast<uint4*>(destination + offset) = make_uint4(0, 0, 0, 0);
+}
+
+}  // namespace ht_detail
+
+__global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constant__ HtReceiveArgs args) {
+    const HtCommon& c = args.common;
+    if (is_poisoned(c.diagnostics)) return;  // the dispatch failed: its rows are not all there
+    const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
+    const int32_t* recv_info = args.recv_info;
+    const int32_t rows = recv_info[info.row_offsets() + c.num_ranks];
+    const RecordLayout& r = args.record;
+    const uint8_t* region = c.local_base + c.layout.ht_dispatch_offset;
+    const uint32_t lane = ptx::lane_id();
+    const int warps_per_block = blockDim.x / 32;
+    const int64_t global_warp = int64_t(blockIdx.x) * warps_per_block + threadIdx.x / 32;
+    const int64_t total_warps = int64_t(gridDim.x) * warps_per_block;
+    const bool expert_major = args.layout_kind != 0;
+    const int64_t payload_and_scales = r.payload_bytes;  // payload only; scales copied per word
+    const int scale_words = int(r.scale_bytes / 4);
+
+    if (global_warp == 0 && lane == 0)
+        args.out_num_rows[0] = expert_major ? recv_info[info.expert_offsets() + c.local_experts] : rows;
+
+    for (int64_t row = global_warp; row < rows; row += total_warps) {
+        int source = 0;
+        while (source + 1 < c.num_ranks && recv_info[info.row_offsets() + source + 1] <= row) ++source;
+        const uint8_t* record = region + row * r.total_bytes;
+        const int32_t* meta = reinterpret_cast<const int32_t*>(record + r.meta_offset);
+        if (lane == 0) {
+            args.row_src_token[row] = meta[0];
+            args.row_combine_slot[row] = meta[1];
+        }
+        if (int(lane) < c.topk) {
+            args.row_weights[row * c.topk + lane] = __int_as_float(meta[2 + c.topk + lane]);
+            int32_t expert_row = -1;
+            const int32_t expert = meta[2 + lane];
+            if (expert_major && expert >= 0) {
+                expert_row = recv_info[info.expert_offsets() + expert] +
+                             recv_info[info.source_expert_offsets() + source * c.local_experts + expert] +
+                             meta[2 + 2 * c.topk + lane];
+            }
+            args.row_expert_row[row * c.topk + lane] = expert_row;
+        }
+        if (!expert_major) continue;
+        for (int k = 0; k < c.topk; ++k) {
+            const int32_t expert = meta[2 + k];
+            if (expert < 0) continue;
+            const int64_t expert_row = int64_t(recv_info[info.expert_offsets() + expert]) +
+                                       recv_info[info.source_expert_offsets() + source * c.local_experts + expert] +
+                                       meta[2 + 2 * c.topk + k];
+            ht_detail::warp_copy(args.out_x + expert_row * r.payload_bytes, record, payload_and_scales);
+            const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + r.scale_offset);
+            for (int w = lane; w < scale_words; w += 32) args.out_scales[expert_row * scale_words + w] = scales[w];
+            if (lane == 0 && args.out_weights)
+                args.out_weights[expert_row] = args.has_weights ? __int_as_float(meta[2 + c.topk + k]) : 0.0f;
+        }
+    }
+
+    // Contiguous layout: padding rows between an expert's last row and the next segment.
+    if (args.layout_kind == 1 && args.zero_padding) {
+        const int64_t padded_rows = recv_info[info.expert_offsets() + c.local_experts];
+        for (int64_t row = global_warp; row < padded_rows; row += total_warps) {
+            int expert = 0;
+            while (expert + 1 < c.local_experts && recv_info[info.expert_offsets() + expert + 1] <= row) ++expert;
+            if (row - recv_info[info.expert_offsets() + expert] < recv_info[info.expert_counts() + expert]) continue;
+            ht_detail::warp_zero(args.out_x + row * r.payload_bytes, r.payload_bytes);
+            for (int w = lane; w < scale_words; w += 32) args.out_scales[row * scale_words + w] = 0u;
+            if (lane == 0 && args.out_weights) args.out_weights[row] = 0.0f;
+        }
+    }
+}
+
+#endif
+
+}  // namespace switchyard::device

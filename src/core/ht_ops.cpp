@@ -1,0 +1,396 @@
+// High-throughput dispatch, cached dispatch and combine (DESIGN.md §2, §5): validation, the plan
+// (record format, SM count, output sizes), and the kernel sequence on the communication stream:
+//   dispatch:  layout kernel -> dispatch kernel -> [host waits for counts] -> receive kernel
+//   combine:   combine kernel
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "core/buffer_impl.hpp"
+#include "core/ht_handle.hpp"
+#include "core/validation.hpp"
+#include "launch/ht_launch.hpp"
+#include "switchyard/sm_model.hpp"
+
+namespace switchyard {
+namespace {
+
+constexpr int kMaxRanksHt = 128;
+
+int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk) {
+    const int budget = impl.sm_budget;
+    int num_sms = requested > 0 ? requested : impl.config.num_sms;
+    if (num_sms > budget)
+        throw InvalidArgument("switchyard: num_sms = " + std::to_string(num_sms) + " exceeds this rank's SM budget of " +
+                              std::to_string(budget) + " (the GPU's " + std::to_string(impl.device_sms) +
+                              " SMs shared by " + std::to_string(impl.topology.ranks_on_my_gpu) + " ranks)");
+    if (num_sms > 0) return num_sms;
+    SmModelInput input;
+    input.num_experts = num_experts;
+    input.topk = topk;
+    input.num_ranks = impl.communicator->size();
+    input.num_device_sms = impl.device_sms;
+    input.max_sms = budget;
+    int major = 9;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl.device);
+    input.bandwidth = default_arch_bandwidth(major);
+    return std::max(1, model_num_sms(input).num_sms);
+}
+
+bool stream_is_capturing(cudaStream_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    core::cuda_check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+}
+
+// A strided view of one section of the records in the receive region.
+TensorView record_view(uint8_t* base, DType dtype, int64_t rows, int64_t columns, int64_t record_bytes,
+                       int device) {
+    return TensorView::strided(base, dtype, {rows, columns}, {record_bytes / int64_t(dtype_size(dtype)), 1},
+                               Device::cuda(device));
+}
+
+// Waits (bounded) for the dispatch kernel to publish this rank's receive counts.
+void wait_for_host_counts(Buffer::Impl& impl) {
+    const auto deadline = std::chrono::steady_clock::now() + impl.timeout() + std::chrono::seconds(1);
+    volatile int32_t* flag = impl.host_counts;
+    while (flag[0] == 0) {
+        impl.errors->throw_if_error(impl.config.timeout_seconds);
+        if (std::chrono::steady_clock::now() > deadline)
+            throw TimeoutError("switchyard: rank " + std::to_string(impl.communicator->rank()) +
+                                   " waited longer than the timeout for its dispatch receive counts on the host",
+                               impl.communicator->rank(), -1, "high-throughput notify (host)");
+        std::this_thread::yield();
+    }
+}
+
+struct DispatchPlan {
+    int32_t payload_kind = device::kPayloadBf16;
+    int32_t scale_kind = device::kScaleNone;
+    device::RecordLayout record{};
+    int num_sms = 1;
+};
+
+DispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArgs& args, int topk) {
+    DispatchPlan plan;
+    const int64_t hidden = args.x.shape[1];
+    if (args.quantize_fp8) {
+        plan.payload_kind = device::kPayloadFp8;
+        plan.scale_kind = args.quantize_format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
+    } else if (args.x.dtype == DType::kFloat8E4M3) {
+        plan.payload_kind = device::kPayloadFp8;
+        plan.scale_kind = args.x_scales.dtype == DType::kFloat32 ? device::kScaleFloat32 : device::kScaleUe8m0;
+    }
+    plan.record = device::RecordLayout::dispatch(hidden, plan.payload_kind, plan.scale_kind, topk);
+    plan.num_sms = choose_num_sms(impl, args.num_sms, args.num_experts, topk);
+    return plan;
+}
+
+}  // namespace
+
+// The shared body of dispatch and cached dispatch.
+static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const DispatchArgs& args,
+                                   const std::shared_ptr<const DispatchHandle>& cached, cudaStream_t stream) {
+    const int R = buffer.num_ranks(), rank = buffer.rank(), device = impl.device;
+    if (!impl.config.enable_high_throughput)
+        throw InvalidArgument("switchyard: this buffer was created without high-throughput regions "
+                              "(BufferConfig::enable_high_throughput = false)");
+    if (R > kMaxRanksHt)
+        throw UnsupportedError("switchyard: high-throughput kernels support up to " + std::to_string(kMaxRanksHt) + " ranks");
+    if (impl.topology.num_nodes > 1)
+        throw UnsupportedError("switchyard: the ranks span " + std::to_string(impl.topology.num_nodes) +
+                               " nodes; only the direct (one NVLink domain) high-throughput kernels exist so far");
+    auto validation = core::make_validation_context(impl.config, R, Device::cuda(device), impl.config.max_tokens_per_rank);
+    DispatchArgs checked = args;
+    if (cached) {
+        // Routing comes from the handle: only the data is new.
+        checked.num_experts = cached->num_experts;
+        checked.layout = cached->layout;
+        checked.expert_alignment = cached->expert_alignment;
+        checked.zero_padding = cached->zero_padding;
+        checked.counts = cached->host_num_rows >= 0 ? CountMode::kHostSynced : CountMode::kDevice;
+        checked.topk_idx = TensorView::contiguous(cached->topk_idx.view().data, DType::kInt32,
+                                                  {cached->num_tokens, cached->topk}, Device::cuda(device));
+        if (args.x.defined() && args.x.ndim == 2 && args.x.shape[0] != cached->num_tokens)
+            throw InvalidArgument("switchyard: cached dispatch needs x with the handle's " +
+                                  std::to_string(cached->num_tokens) + " tokens, got " + args.x.describe());
+    }
+    core::validate_dispatch(checked, validation);
+    const bool host_synced = checked.counts == CountMode::kHostSynced;
+    if (host_synced && stream_is_capturing(stream))
+        throw InvalidArgument("switchyard: host-synced counts cannot be captured in a CUDA graph (the host reads "
+                              "the counts); use CountMode::kDevice");
+    const int32_t T = int32_t(checked.x.shape[0]), H = int32_t(checked.x.shape[1]);
+    const int32_t K = int32_t(checked.topk_idx.shape[1]), E = checked.num_experts, L = E / R;
+    const DispatchPlan plan = plan_dispatch(impl, checked, K);
+    cudaStream_t comm = impl.comm_stream;
+
+    auto handle = std::make_shared<DispatchHandle>();
+    handle->num_tokens = T;
+    handle->hidden = H;
+    handle->topk = K;
+    handle->num_experts = E;
+    handle->num_ranks = R;
+    handle->local_experts = L;
+    handle->max_tokens = impl.config.max_tokens_per_rank;
+    handle->layout = checked.layout;
+    handle->expert_alignment = checked.expert_alignment;
+    handle->zero_padding = checked.zero_padding;
+    handle->has_weights = checked.topk_weights.defined();
+    handle->payload_kind = plan.payload_kind;
+    handle->scale_kind = plan.scale_kind;
+    handle->record = plan.record;
+    const int64_t worst_rows = int64_t(R) * impl.config.max_tokens_per_rank;
+    const device::HtRecvInfoLayout info{R, L};
+    DispatchResult result;
+
+    impl.run_ordered(stream, [&] {
+        const launch::LaunchContext context = impl.context();
+        if (cached) {
+            handle->token_rank_slot = cached->token_rank_slot;
+            handle->token_expert_pos = cached->token_expert_pos;
+            handle->topk_idx = cached->topk_idx;
+            handle->num_tokens_per_rank = cached->num_tokens_per_rank;
+            handle->num_tokens_per_expert = cached->num_tokens_per_expert;
+            handle->recv_info = cached->recv_info;
+        } else {
+            handle->token_rank_slot = DeviceTensor::allocate(DType::kInt32, {T, R}, device, comm);
+            handle->token_expert_pos = DeviceTensor::allocate(DType::kInt32, {T, K}, device, comm);
+            handle->topk_idx = DeviceTensor::allocate(DType::kInt32, {T, K}, device, comm);
+            handle->num_tokens_per_rank = DeviceTensor::allocate(DType::kInt32, {R}, device, comm);
+            handle->num_tokens_per_expert = DeviceTensor::allocate(DType::kInt32, {E}, device, comm);
+            handle->recv_info = DeviceTensor::allocate(DType::kInt32, {info.total_ints()}, device, comm);
+            device::LayoutArgs layout{};
+            layout.topk_idx = checked.topk_idx.ptr();
+            layout.topk_row_stride = checked.topk_idx.strides[0];
+            layout.num_tokens = T;
+            layout.topk = K;
+            layout.num_experts = E;
+            layout.num_ranks = R;
+            layout.num_tokens_per_rank = handle->num_tokens_per_rank.data<int32_t>();
+            layout.num_tokens_per_expert = handle->num_tokens_per_expert.data<int32_t>();
+            layout.token_rank_slot = handle->token_rank_slot.data<int32_t>();
+            layout.token_expert_pos = handle->token_expert_pos.data<int32_t>();
+            layout.topk_copy = handle->topk_idx.data<int32_t>();
+            launch::launch_dispatch_layout(context, layout, checked.topk_idx.dtype == DType::kInt64);
+        }
+        if (handle->has_weights) {
+            handle->topk_weights = DeviceTensor::allocate(DType::kFloat32, {T, K}, device, comm);
+            if (T > 0)
+                SY_CUDA_CHECK(cudaMemcpy2DAsync(handle->topk_weights.data<float>(), sizeof(float) * K,
+                                                checked.topk_weights.ptr(), sizeof(float) * checked.topk_weights.strides[0],
+                                                sizeof(float) * K, T, cudaMemcpyDeviceToDevice, comm));
+        }
+
+        device::HtDispatchArgs dispatch{};
+        dispatch.common = launch::ht_common(context);
+        dispatch.common.num_tokens = T;
+        dispatch.common.max_tokens = impl.config.max_tokens_per_rank;
+        dispatch.common.hidden = H;
+        dispatch.common.topk = K;
+        dispatch.common.num_experts = E;
+        dispatch.common.local_experts = L;
+        dispatch.x = static_cast<const uint8_t*>(checked.x.ptr());
+        dispatch.x_row_stride_bytes = checked.x.strides[0] * int64_t(checked.x.element_size());
+        if (checked.x_scales.defined()) {
+            dispatch.x_scales = static_cast<const uint32_t*>(checked.x_scales.ptr());
+            dispatch.scale_row_stride = checked.x_scales.strides[0];
+            dispatch.scale_col_stride = checked.x_scales.strides[1];
+        }
+        if (checked.topk_weights.defined()) {
+            dispatch.topk_weights = checked.topk_weights.ptr_as<const float>();
+            dispatch.weights_row_stride = checked.topk_weights.strides[0];
+        }
+        dispatch.topk_idx = handle->topk_idx.data<int32_t>();
+        dispatch.token_rank_slot = handle->token_rank_slot.data<int32_t>();
+        dispatch.token_expert_pos = handle->token_expert_pos.data<int32_t>();
+        dispatch.num_tokens_per_rank = handle->num_tokens_per_rank.data<int32_t>();
+        dispatch.num_tokens_per_expert = handle->num_tokens_per_expert.data<int32_t>();
+        dispatch.input_payload = checked.x.dtype == DType::kFloat8E4M3 ? device::kPayloadFp8 : device::kPayloadBf16;
+        dispatch.quantize = checked.quantize_fp8 ? 1 : 0;
+        dispatch.scale_kind = plan.scale_kind;
+        dispatch.record = plan.record;
+        dispatch.stage_bytes = int32_t(plan.record.meta_offset);
+        dispatch.recv_info = handle->recv_info.data<int32_t>();
+        dispatch.expert_alignment = checked.expert_alignment;
+        dispatch.masked_layout = checked.layout == RecvLayout::kExpertMasked ? 1 : 0;
+        if (host_synced) {
+            impl.host_counts[0] = 0;
+            dispatch.host_counts = impl.host_counts_device;
+        }
+        launch::launch_ht_dispatch(context, dispatch, plan.num_sms);
+
+        int64_t rows = worst_rows;
+        int64_t expert_rows = 0;
+        if (checked.layout == RecvLayout::kExpertContiguous)
+            expert_rows = worst_rows * std::min(K, L) + int64_t(L) * (checked.expert_alignment - 1);
+        else if (checked.layout == RecvLayout::kExpertMasked)
+            expert_rows = int64_t(L) * worst_rows;
+        if (host_synced) {
+            wait_for_host_counts(impl);
+            rows = impl.host_counts[1];
+            if (checked.layout == RecvLayout::kExpertContiguous) expert_rows = impl.host_counts[2];
+            result.host_num_recv_rows = checked.layout == RecvLayout::kRankMajor ? rows : expert_rows;
+            result.host_num_recv_tokens_per_expert.assign(impl.host_counts + 3, impl.host_counts + 3 + L);
+            handle->host_num_rows = rows;
+        }
+        handle->row_capacity = rows;
+        handle->expert_row_capacity = expert_rows;
+        handle->row_src_token = DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
+        handle->row_combine_slot = DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
+        handle->row_expert_row = DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1), K}, device, comm);
+        handle->row_weights = DeviceTensor::allocate(DType::kFloat32, {std::max<int64_t>(rows, 1), K}, device, comm);
+        result.num_recv_rows = DeviceTensor::allocate(DType::kInt32, {1}, device, comm);
+
+        const DType payload_dtype = plan.payload_kind == device::kPayloadFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+        const DType scale_dtype = plan.scale_kind == device::kScaleFloat32 ? DType::kFloat32 : DType::kInt32;
+        const int64_t scale_words = plan.record.scale_bytes / 4;
+        device::HtReceiveArgs receive{};
+        receive.common = dispatch.common;
+        receive.record = plan.record;
+        receive.recv_info = handle->recv_info.data<int32_t>();
+        receive.layout_kind = int32_t(checked.layout);
+        receive.zero_padding = checked.zero_padding ? 1 : 0;
+        receive.has_weights = handle->has_weights ? 1 : 0;
+        receive.row_capacity = int32_t(rows);
+        receive.expert_row_capacity = expert_rows;
+        receive.row_src_token = handle->row_src_token.data<int32_t>();
+        receive.row_combine_slot = handle->row_combine_slot.data<int32_t>();
+        receive.row_expert_row = handle->row_expert_row.data<int32_t>();
+        receive.row_weights = handle->row_weights.data<float>();
+        receive.out_num_rows = result.num_recv_rows.data<int32_t>();
+        if (checked.layout == RecvLayout::kRankMajor) {
+            uint8_t* region = impl.memory->local() + impl.layout.ht_dispatch_offset;
+            const int64_t record = plan.record.total_bytes;
+            result.recv_x = DeviceTensor::borrow(record_view(region, payload_dtype, rows, H, record, device));
+            if (scale_words)
+                result.recv_scales = DeviceTensor::borrow(
+                    record_view(region + plan.record.scale_offset, scale_dtype, rows, scale_words, record, device));
+            result.recv_topk_idx = DeviceTensor::borrow(
+                record_view(region + plan.record.meta_offset + 8, DType::kInt32, rows, K, record, device));
+            if (handle->has_weights)
+                result.recv_topk_weights = DeviceTensor::borrow(record_view(
+                    region + plan.record.meta_offset + 8 + 4 * int64_t(K), DType::kFloat32, rows, K, record, device));
+        } else {
+            const int64_t out_rows = std::max<int64_t>(expert_rows, 1);
+            if (checked.layout == RecvLayout::kExpertMasked) {
+                result.recv_x = DeviceTensor::allocate(payload_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, H},
+                                                       device, comm);
+                if (scale_words)
+                    result.recv_scales = DeviceTensor::allocate(
+                        scale_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, scale_words}, device, comm);
+            } else {
+                result.recv_x = DeviceTensor::allocate(payload_dtype, {out_rows, H}, device, comm);
+                if (scale_words) result.recv_scales = DeviceTensor::allocate(scale_dtype, {out_rows, scale_words}, device, comm);
+            }
+            if (handle->has_weights) result.recv_topk_weights = DeviceTensor::allocate(DType::kFloat32, {out_rows}, device, comm);
+            receive.out_x = result.recv_x.data<uint8_t>();
+            receive.out_scales = scale_words ? result.recv_scales.data<uint32_t>() : nullptr;
+            receive.out_weights = handle->has_weights ? result.recv_topk_weights.data<float>() : nullptr;
+        }
+        launch::launch_ht_receive(context, receive);
+    });
+    result.num_recv_tokens_per_expert = DeviceTensor::borrow(TensorView::contiguous(
+        handle->recv_info.data<int32_t>() + info.expert_counts(), DType::kInt32, {L}, Device::cuda(device)));
+    result.handle = handle;
+    return result;
+}
+
+DispatchResult Buffer::dispatch(const DispatchArgs& args, cudaStream_t stream) {
+    return run_dispatch(*this, *impl_, args, nullptr, stream);
+}
+
+DispatchResult Buffer::cached_dispatch(const DispatchArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
+                                       cudaStream_t stream) {
+    if (!handle) throw InvalidArgument("switchyard: cached_dispatch needs the handle of an earlier dispatch");
+    return run_dispatch(*this, *impl_, args, handle, stream);
+}
+
+CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
+                              cudaStream_t stream) {
+    Impl& impl = *impl_;
+    if (!handle) throw InvalidArgument("switchyard: combine needs the handle of the dispatch it answers");
+    const int device = impl.device;
+    const auto validation =
+        core::make_validation_context(impl.config, num_ranks(), Device::cuda(device), impl.config.max_tokens_per_rank);
+    const bool rank_major = handle->layout == RecvLayout::kRankMajor;
+    core::CombineShape shape;
+    shape.layout = handle->layout;
+    shape.num_rows = rank_major ? handle->row_capacity : handle->expert_row_capacity;
+    if (handle->layout == RecvLayout::kExpertMasked) shape.num_rows = handle->expert_row_capacity;
+    shape.num_tokens = handle->num_tokens;
+    shape.hidden = handle->hidden;
+    shape.topk = handle->topk;
+    TensorView y = args.y;
+    if (handle->layout == RecvLayout::kExpertMasked && y.defined() && y.ndim == 3) {
+        // Accept the masked layout's natural [L, R*T_max, H] shape as rows.
+        y = TensorView::strided(y.data, y.dtype, {y.shape[0] * y.shape[1], y.shape[2]}, {y.strides[1], y.strides[2]},
+                                y.device);
+        y.byte_offset = args.y.byte_offset;
+    }
+    CombineArgs checked = args;
+    checked.y = y;
+    core::validate_combine(checked, shape, validation);
+    if (args.weighted && !args.topk_weights.defined() && !handle->has_weights)
+        throw InvalidArgument("switchyard: weighted combine needs topk_weights here or weights given to the dispatch");
+    if (args.hierarchical && args.weighted && !handle->has_weights)
+        throw InvalidArgument("switchyard: weighted hierarchical combine applies the dispatch's weights, and the "
+                              "dispatch had none");
+    const int32_t T = handle->num_tokens, H = handle->hidden, K = handle->topk;
+    cudaStream_t comm = impl.comm_stream;
+    CombineResult result;
+    impl.run_ordered(stream, [&] {
+        const launch::LaunchContext context = impl.context();
+        result.out = args.out.defined() ? DeviceTensor::borrow(args.out)
+                                        : DeviceTensor::allocate(DType::kBFloat16, {T, H}, device, comm);
+        if (args.row_weights.defined())
+            result.combined_topk_weights = DeviceTensor::allocate(DType::kFloat32, {T, K}, device, comm);
+        device::HtCombineArgs combine{};
+        combine.common = launch::ht_common(context);
+        combine.common.num_tokens = T;
+        combine.common.max_tokens = impl.config.max_tokens_per_rank;
+        combine.common.hidden = H;
+        combine.common.topk = K;
+        combine.common.num_experts = handle->num_experts;
+        combine.common.local_experts = handle->local_experts;
+        combine.record = device::RecordLayout::combine(H, K);
+        combine.recv_info = handle->recv_info.data<int32_t>();
+        combine.layout_kind = int32_t(handle->layout);
+        combine.mode = rank_major ? 0 : (args.hierarchical ? 2 : 1);
+        combine.weighted = args.weighted ? 1 : 0;
+        combine.y = static_cast<const uint8_t*>(y.ptr());
+        combine.y_row_stride_bytes = y.strides[0] * 2;
+        if (args.row_weights.defined()) {
+            combine.row_weights = args.row_weights.ptr_as<const float>();
+            combine.row_weights_stride = args.row_weights.ndim == 2 ? args.row_weights.strides[0] : args.row_weights.strides[0];
+        }
+        combine.row_src_token = handle->row_src_token.data<int32_t>();
+        combine.row_combine_slot = handle->row_combine_slot.data<int32_t>();
+        combine.row_expert_row = handle->row_expert_row.data<int32_t>();
+        combine.dispatch_row_weights = handle->row_weights.data<float>();
+        combine.topk_idx = handle->topk_idx.data<int32_t>();
+        combine.token_rank_slot = handle->token_rank_slot.data<int32_t>();
+        if (args.topk_weights.defined()) {
+            combine.home_weights = args.topk_weights.ptr_as<const float>();
+            combine.home_weights_stride = args.topk_weights.strides[0];
+        } else if (handle->has_weights) {
+            combine.home_weights = handle->topk_weights.data<float>();
+            combine.home_weights_stride = K;
+        }
+        if (args.bias0.defined()) {
+            combine.bias0 = args.bias0.ptr_as<const uint16_t>();
+            combine.bias0_stride = args.bias0.strides[0];
+        }
+        if (args.bias1.defined()) {
+            combine.bias1 = args.bias1.ptr_as<const uint16_t>();
+            combine.bias1_stride = args.bias1.strides[0];
+        }
+        combine.out = result.out.data<uint16_t>();
+        combine.out_stride = result.out.view().strides[0];
+        combine.combined_weights = result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
+        launch::launch_ht_combine(context, combine, choose_num_sms(impl, args.num_sms, handle->num_experts, K));
+    });
+    return result;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,65 @@
+// Launchers of the high-throughput kernels.
+#include "launch/ht_launch.hpp"
+
+#include <algorithm>
+
+#include "jit/jit.hpp"
+
+namespace switchyard::launch {
+
+namespace {
+// Shared memory a dispatch block may use for its warps' two-stage token pipelines.
+constexpr int kDispatchSharedBudget = 200 * 1024;
+constexpr int kMaxDispatchWarps = 16;
+}  // namespace
+
+device::HtCommon ht_common(const LaunchContext& context) {
+    device::HtCommon common{};
+    common.local_base = context.local_base;
+    common.peer_bases = context.peer_bases;
+    common.layout = context.layout;
+    common.diagnostics = context.diagnostics;
+    common.rank = context.rank;
+    common.num_ranks = context.num_ranks;
+    return common;
+}
+
+void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms) {
+    const jit::Kernel& kernel =
+        jit::get_kernel({"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
+                        context.device);
+    const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, kMaxDispatchWarps);
+    jit::LaunchConfig config;
+    config.grid[0] = unsigned(num_sms);
+    config.block[0] = unsigned(32 * warps);
+    config.shared_bytes = unsigned(2 * args.stage_bytes * warps);
+    config.stream = context.stream;
+    config.cooperative = true;  // every block waits for peers: all must be resident
+    jit::launch(kernel, config, &args, sizeof(args));
+}
+
+void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args) {
+    const jit::Kernel& kernel =
+        jit::get_kernel({"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"},
+                        context.device);
+    jit::LaunchConfig config;
+    // No waits on other ranks: any grid works. Use the rank's SM budget several blocks deep.
+    config.grid[0] = unsigned(std::max(1, context.sm_budget) * 4);
+    config.block[0] = 256;
+    config.stream = context.stream;
+    jit::launch(kernel, config, &args, sizeof(args));
+}
+
+void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms) {
+    const jit::Kernel& kernel =
+        jit::get_kernel({"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"},
+                        context.device);
+    jit::LaunchConfig config;
+    config.grid[0] = unsigned(num_sms);
+    config.block[0] = 512;
+    config.stream = context.stream;
+    config.cooperative = true;
+    jit::launch(kernel, config, &args, sizeof(args));
+}
+
+}  // namespace switchyard::launch

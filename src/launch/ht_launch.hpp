@@ -1,0 +1,16 @@
+// Launchers of the high-throughput kernels (one per kernel family).
+#pragma once
+
+#include "launch/launch_context.hpp"
+#include "switchyard/ht/ht_args.cuh"
+
+namespace switchyard::launch {
+
+// Fills the fields every HT kernel shares from the context.
+device::HtCommon ht_common(const LaunchContext& context);
+
+void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms);
+void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args);
+void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms);
+
+}  // namespace switchyard::launch

@@ -1,0 +1,417 @@
+// High-throughput dispatch and combine against the CPU reference, bit for bit, for EP 1/2/4/8 on
+// one and two GPUs: every layout x payload x count mode, cached dispatch, every combine mode, and
+// the edge cases (T = 0, 1, odd, T_max; -1 slots; tokens routed nowhere; all tokens to one expert).
+//
+// Every rank builds all ranks' inputs from one seed, runs the reference itself and compares its
+// own outputs. Device memory is allocated and freed only between host barriers: with ranks as
+// threads on one GPU, a device-synchronizing call while a peer's kernel waits would deadlock.
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "common/gpu_harness.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/reference.hpp"
+
+using namespace switchyard;
+using namespace switchyard::testing;
+namespace ref = switchyard::reference;
+
+namespace {
+
+constexpr auto kHostTimeout = std::chrono::seconds(60);
+
+struct Case {
+    int hidden = 256, topk = 4, experts_per_rank = 4, max_tokens = 48;
+    ref::Payload payload = ref::Payload::kBF16;
+    ref::ScaleFormat scales = ref::ScaleFormat::kNone;
+    bool quantize = false;
+    ref::ScaleFormat quantize_format = ref::ScaleFormat::kFloat32;
+    RecvLayout layout = RecvLayout::kRankMajor;
+    int alignment = 1;
+    bool zero_padding = false;
+    CountMode counts = CountMode::kHostSynced;
+    bool weights = true;
+    bool one_expert = false;
+    uint32_t seed = 1;
+    std::string name() const {
+        static const char* layouts[] = {"rank-major", "expert-contiguous", "expert-masked"};
+        std::string p = payload == ref::Payload::kBF16 ? (quantize ? "bf16->fp8" : "bf16") : "fp8";
+        if (payload == ref::Payload::kFP8 || quantize)
+            p += (payload == ref::Payload::kFP8 ? scales : quantize_format) == ref::ScaleFormat::kUE8M0 ? "/ue8m0" : "/fp32";
+        return std::string(layouts[int(layout)]) + " " + p + (counts == CountMode::kHostSynced ? " host" : " device") +
+               " H" + std::to_string(hidden) + " K" + std::to_string(topk);
+    }
+};
+
+uint16_t random_bf16(std::mt19937& rng) {
+    // Values in [-4, 4) with a few mantissa bits: sums stay exact enough to expose order errors.
+    const float value = float(int(rng() % 2048) - 1024) / 256.0f;
+    return ref::float_to_bf16(value);
+}
+
+std::vector<ref::DispatchInput> make_inputs(const Case& c, const ref::Problem& problem) {
+    std::vector<ref::DispatchInput> inputs(problem.num_ranks);
+    for (int s = 0; s < problem.num_ranks; ++s) {
+        std::mt19937 rng(c.seed * 1000003u + s);
+        ref::DispatchInput& in = inputs[s];
+        // Uneven counts: T_max, 0, 1, odd.
+        const int choices[] = {c.max_tokens, 0, 1, c.max_tokens - 5, 7};
+        in.num_tokens = problem.num_ranks == 1 ? c.max_tokens : choices[s % 5];
+        const int T = in.num_tokens, H = c.hidden, K = c.topk;
+        in.payload = c.payload;
+        if (c.payload == ref::Payload::kBF16) {
+            in.x_bf16.resize(size_t(T) * H);
+            for (auto& v : in.x_bf16) v = random_bf16(rng);
+        } else {
+            in.scale_format = c.scales;
+            std::vector<uint16_t> source(static_cast<size_t>(H), uint16_t(0));
+            const int words = ref::num_scale_words(H, c.scales);
+            in.x_fp8.resize(size_t(T) * H);
+            in.scales.resize(size_t(T) * words);
+            for (int t = 0; t < T; ++t) {
+                for (auto& v : source) v = random_bf16(rng);
+                ref::quantize_token(source.data(), H, c.scales, &in.x_fp8[size_t(t) * H], &in.scales[size_t(t) * words]);
+            }
+        }
+        in.topk_idx.assign(size_t(T) * K, -1);
+        for (int t = 0; t < T; ++t) {
+            if (t % 11 == 5) continue;  // routed nowhere
+            std::vector<int64_t> chosen;
+            for (int k = 0; k < K; ++k) {
+                if (c.one_expert) {
+                    in.topk_idx[size_t(t) * K + k] = k == 0 ? problem.num_experts - 1 : -1;
+                    continue;
+                }
+                if (rng() % 6 == 0) continue;  // empty slot
+                int64_t expert;
+                do expert = int64_t(rng() % problem.num_experts);
+                while (std::find(chosen.begin(), chosen.end(), expert) != chosen.end());
+                chosen.push_back(expert);
+                in.topk_idx[size_t(t) * K + k] = expert;
+            }
+        }
+        if (c.weights) {
+            in.topk_weights.resize(size_t(T) * K);
+            for (auto& w : in.topk_weights) w = float(int(rng() % 64)) / 64.0f;
+        }
+    }
+    return inputs;
+}
+
+template <typename T>
+std::vector<T> download_rows(const TensorView& view, int64_t rows, int64_t columns) {
+    std::vector<T> out(size_t(rows) * columns);
+    if (rows > 0 && columns > 0)
+        SY_CUDA_OK(cudaMemcpy2D(out.data(), sizeof(T) * columns, view.ptr(), sizeof(T) * view.strides[0] * view.element_size() / sizeof(T),
+                                sizeof(T) * columns, rows, cudaMemcpyDeviceToHost));
+    return out;
+}
+
+std::vector<uint8_t> download_bytes(const TensorView& view, int64_t rows, int64_t row_bytes, int64_t stride_bytes) {
+    std::vector<uint8_t> out(size_t(rows) * row_bytes);
+    if (rows > 0)
+        SY_CUDA_OK(cudaMemcpy2D(out.data(), row_bytes, view.ptr(), stride_bytes, row_bytes, rows, cudaMemcpyDeviceToHost));
+    return out;
+}
+
+struct RankData {
+    DeviceArray<uint8_t> x;
+    DeviceArray<uint32_t> scales;
+    DeviceArray<int64_t> idx;
+    DeviceArray<float> weights;
+};
+
+DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, RankData& data, int device) {
+    const int T = in.num_tokens, H = c.hidden, K = c.topk;
+    DispatchArgs args;
+    const Device dev = Device::cuda(device);
+    if (c.payload == ref::Payload::kBF16) {
+        std::vector<uint8_t> bytes(in.x_bf16.size() * 2 + 16);
+        std::memcpy(bytes.data(), in.x_bf16.data(), in.x_bf16.size() * 2);
+        data.x = DeviceArray<uint8_t>(bytes);
+        args.x = TensorView::contiguous(data.x.data(), DType::kBFloat16, {T, H}, dev);
+    } else {
+        std::vector<uint8_t> bytes(in.x_fp8);
+        bytes.resize(bytes.size() + 16);
+        data.x = DeviceArray<uint8_t>(bytes);
+        args.x = TensorView::contiguous(data.x.data(), DType::kFloat8E4M3, {T, H}, dev);
+        const int words = ref::num_scale_words(H, c.scales);
+        std::vector<uint32_t> scales(in.scales);
+        scales.resize(scales.size() + 1);
+        data.scales = DeviceArray<uint32_t>(scales);
+        args.x_scales = TensorView::contiguous(data.scales.data(),
+                                               c.scales == ref::ScaleFormat::kUE8M0 ? DType::kInt32 : DType::kFloat32,
+                                               {T, words}, dev);
+    }
+    std::vector<int64_t> idx(in.topk_idx);
+    idx.resize(idx.size() + 1);
+    data.idx = DeviceArray<int64_t>(idx);
+    args.topk_idx = TensorView::contiguous(data.idx.data(), DType::kInt64, {T, K}, dev);
+    if (c.weights) {
+        std::vector<float> weights(in.topk_weights);
+        weights.resize(weights.size() + 1);
+        data.weights = DeviceArray<float>(weights);
+        args.topk_weights = TensorView::contiguous(data.weights.data(), DType::kFloat32, {T, K}, dev);
+    }
+    args.num_experts = experts;
+    args.layout = c.layout;
+    args.expert_alignment = c.alignment;
+    args.zero_padding = c.zero_padding;
+    args.quantize_fp8 = c.quantize;
+    args.quantize_format = c.quantize_format == ref::ScaleFormat::kUE8M0 ? ScaleFormat::kUE8M0 : ScaleFormat::kFloat32;
+    args.counts = c.counts;
+    return args;
+}
+
+// Compares this rank's dispatch result with the reference output, row by row.
+void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const DispatchResult& result, int num_ranks) {
+    const int H = c.hidden, K = c.topk;
+    const bool fp8 = expected.payload == ref::Payload::kFP8;
+    const int64_t row_bytes = int64_t(H) * (fp8 ? 1 : 2);
+    const int words = fp8 ? ref::num_scale_words(H, expected.scale_format) : 0;
+    std::vector<int32_t> counts(expected.num_tokens_per_expert.size());
+    SY_CUDA_OK(cudaMemcpy(counts.data(), result.num_recv_tokens_per_expert.view().ptr(), counts.size() * 4,
+                          cudaMemcpyDeviceToHost));
+    SY_CHECK_MSG(counts == expected.num_tokens_per_expert, c.name() << ": per-expert counts differ");
+    int32_t device_rows = 0;
+    SY_CUDA_OK(cudaMemcpy(&device_rows, result.num_recv_rows.view().ptr(), 4, cudaMemcpyDeviceToHost));
+    const int64_t rows = c.layout == RecvLayout::kRankMajor
+                             ? expected.num_rows
+                             : (c.layout == RecvLayout::kExpertContiguous ? expected.expert_offsets.back() : expected.num_rows);
+    if (c.layout != RecvLayout::kExpertMasked) SY_CHECK_MSG(device_rows == rows, c.name() << ": rows " << device_rows << " vs " << rows);
+    if (c.counts == CountMode::kHostSynced && c.layout != RecvLayout::kExpertMasked)
+        SY_CHECK_EQ(result.host_num_recv_rows, rows);
+    const TensorView& x = result.recv_x.view();
+    const int64_t x_stride_bytes = (x.ndim == 3 ? x.strides[1] : x.strides[0]) * int64_t(x.element_size());
+    const auto got_x = download_bytes(x, rows, row_bytes, x_stride_bytes);
+    std::vector<uint8_t> got_scales;
+    if (words) {
+        const TensorView& s = result.recv_scales.view();
+        got_scales = download_bytes(s, rows, words * 4, (s.ndim == 3 ? s.strides[1] : s.strides[0]) * 4);
+    }
+    const uint8_t* want_x = fp8 ? expected.x_fp8.data() : reinterpret_cast<const uint8_t*>(expected.x_bf16.data());
+    int64_t checked_rows = 0;
+    for (int64_t row = 0; row < rows; ++row) {
+        const bool valid = expected.sources[row].rank >= 0;
+        if (!valid && !(c.layout == RecvLayout::kExpertContiguous && c.zero_padding)) continue;
+        ++checked_rows;
+        SY_CHECK_MSG(std::memcmp(&got_x[row * row_bytes], want_x + row * row_bytes, row_bytes) == 0,
+                     c.name() << ": payload of row " << row << " (source rank " << expected.sources[row].rank << ", token "
+                              << expected.sources[row].token << ") differs");
+        if (words)
+            SY_CHECK_MSG(std::memcmp(&got_scales[row * words * 4], &expected.scales[row * words], words * 4) == 0,
+                         c.name() << ": scales of row " << row << " differ");
+    }
+    if (c.layout == RecvLayout::kRankMajor) {
+        const auto got_idx = download_rows<int32_t>(result.recv_topk_idx.view(), rows, K);
+        SY_CHECK_MSG(got_idx == std::vector<int32_t>(expected.topk_idx.begin(), expected.topk_idx.begin() + rows * K),
+                     c.name() << ": recv_topk_idx differs");
+        if (c.weights) {
+            const auto got_w = download_rows<float>(result.recv_topk_weights.view(), rows, K);
+            SY_CHECK_MSG(std::memcmp(got_w.data(), expected.topk_weights.data(), got_w.size() * 4) == 0,
+                         c.name() << ": recv_topk_weights differ");
+        }
+    } else if (c.weights) {
+        std::vector<float> got_w(static_cast<size_t>(rows), 0.0f);
+        if (rows) SY_CUDA_OK(cudaMemcpy(got_w.data(), result.recv_topk_weights.view().ptr(), rows * 4, cudaMemcpyDeviceToHost));
+        for (int64_t row = 0; row < rows; ++row)
+            if (expected.sources[row].rank >= 0 || c.zero_padding)
+                SY_CHECK_MSG(std::memcmp(&got_w[row], &expected.topk_weights[row], 4) == 0,
+                             c.name() << ": weight of row " << row << " differs");
+    }
+    (void)num_ranks;
+    (void)checked_rows;
+}
+
+// y for rank q, row i: a deterministic bf16 pattern every rank can rebuild.
+std::vector<uint16_t> make_y(int q, int64_t rows, int hidden, uint32_t seed) {
+    std::vector<uint16_t> y(size_t(rows) * hidden);
+    std::mt19937 rng(seed * 7919u + q);
+    for (auto& v : y) v = random_bf16(rng);
+    return y;
+}
+
+void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
+    const int R = env.num_ranks;
+    ref::Problem problem;
+    problem.num_ranks = R;
+    problem.num_experts = R * c.experts_per_rank;
+    problem.hidden = c.hidden;
+    problem.topk = c.topk;
+    problem.max_tokens_per_rank = c.max_tokens;
+    const auto inputs = make_inputs(c, problem);
+    ref::DispatchOptions options;
+    options.layout = ref::Layout(int(c.layout));
+    options.expert_alignment = c.alignment;
+    options.zero_padding = c.zero_padding;
+    options.quantize = c.quantize;
+    options.quantize_format = c.quantize_format;
+    const ref::DispatchResult expected = ref::dispatch(problem, inputs, options);
+    const ref::DispatchOutput& mine = expected.outputs[env.rank];
+
+    // Rows of the dispatch output on this rank as the device sizes them (worst case in device mode).
+    const int L = c.experts_per_rank;
+    const bool host = c.counts == CountMode::kHostSynced;
+    int64_t device_rows = 0;
+    if (c.layout == RecvLayout::kRankMajor) device_rows = host ? mine.num_rows : int64_t(R) * c.max_tokens;
+    else if (c.layout == RecvLayout::kExpertContiguous)
+        device_rows = host ? mine.expert_offsets.back()
+                           : int64_t(R) * c.max_tokens * std::min(c.topk, L) + int64_t(L) * (c.alignment - 1);
+    else device_rows = mine.num_rows;  // masked: L * R * T_max either way
+    std::vector<ref::CombineInput> combine_inputs(R);
+    for (int q = 0; q < R; ++q) {
+        const auto& out_q = expected.outputs[q];
+        const int64_t rows_q = c.layout == RecvLayout::kExpertContiguous ? out_q.expert_offsets.back() : out_q.num_rows;
+        combine_inputs[q].y = make_y(q, rows_q, c.hidden, c.seed);
+        combine_inputs[q].row_weights.resize(c.layout == RecvLayout::kRankMajor ? rows_q * c.topk : rows_q);
+        std::mt19937 rng(c.seed * 31u + q);
+        for (auto& w : combine_inputs[q].row_weights) w = float(int(rng() % 100)) / 32.0f;
+    }
+    const bool rank_major = c.layout == RecvLayout::kRankMajor;
+    const int T = inputs[env.rank].num_tokens;
+
+    env.communicator->barrier(kHostTimeout);
+    {
+        RankData data;
+        DispatchArgs args = upload(c, inputs[env.rank], problem.num_experts, data, env.device);
+        // Combine inputs at the dispatch output's row positions (padding and unused rows zero).
+        std::vector<uint8_t> y_raw(size_t(std::max<int64_t>(device_rows, 1)) * c.hidden * 2, 0);
+        std::memcpy(y_raw.data(), combine_inputs[env.rank].y.data(), combine_inputs[env.rank].y.size() * 2);
+        DeviceArray<uint8_t> y_device(y_raw);
+        const int64_t weight_columns = rank_major ? c.topk : 1;
+        std::vector<float> rw(size_t(std::max<int64_t>(device_rows, 1)) * weight_columns, 0.0f);
+        std::memcpy(rw.data(), combine_inputs[env.rank].row_weights.data(), combine_inputs[env.rank].row_weights.size() * 4);
+        DeviceArray<float> row_weights_device(rw);
+        std::vector<uint16_t> bias(size_t(std::max(T, 1)) * c.hidden * 2);
+        std::mt19937 bias_rng(c.seed + 17u * env.rank);
+        for (auto& b : bias) b = random_bf16(bias_rng);
+        std::vector<uint8_t> bias_raw(bias.size() * 2);
+        std::memcpy(bias_raw.data(), bias.data(), bias_raw.size());
+        DeviceArray<uint8_t> bias_device(bias_raw);
+        env.communicator->barrier(kHostTimeout);  // all allocations done: no device syncs from here
+
+        DispatchResult result = buffer.dispatch(args, env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
+        check_dispatch(c, mine, result, R);
+
+        // Cached dispatch with the same data: byte-identical layout.
+        DispatchResult cached = buffer.cached_dispatch(args, result.handle, env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
+        check_dispatch(c, mine, cached, R);
+
+        struct Mode {
+            bool weighted, hierarchical;
+            int biases;
+        };
+        std::vector<Mode> modes;
+        if (rank_major) modes = {{false, false, 0}, {false, false, 2}};
+        else modes = {{false, false, 1}, {true, false, 0}, {false, true, 0}, {true, true, 2}};
+        for (const Mode& mode : modes) {
+            if (mode.weighted && !c.weights) continue;
+            const Device dev = Device::cuda(env.device);
+            CombineArgs combine;
+            combine.y = TensorView::contiguous(y_device.data(), DType::kBFloat16, {device_rows, c.hidden}, dev);
+            combine.row_weights = rank_major ? TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows, c.topk}, dev)
+                                             : TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows}, dev);
+            combine.weighted = mode.weighted;
+            combine.hierarchical = mode.hierarchical;
+            if (mode.biases >= 1) combine.bias0 = TensorView::contiguous(bias_device.data(), DType::kBFloat16, {T, c.hidden}, dev);
+            if (mode.biases >= 2)
+                combine.bias1 = TensorView::contiguous(bias_device.data() + size_t(std::max(T, 1)) * c.hidden * 2, DType::kBFloat16,
+                                                       {T, c.hidden}, dev);
+            CombineResult combined = buffer.combine(combine, result.handle, env.stream);
+            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+            buffer.check_errors();
+
+            std::vector<ref::CombineHomeInput> homes(R);
+            for (int s = 0; s < R; ++s) {
+                const int Ts = inputs[s].num_tokens;
+                std::vector<uint16_t> b(size_t(std::max(Ts, 1)) * c.hidden * 2);
+                std::mt19937 rng(c.seed + 17u * s);
+                for (auto& v : b) v = random_bf16(rng);
+                if (mode.biases >= 1) homes[s].bias0.assign(b.begin(), b.begin() + size_t(Ts) * c.hidden);
+                if (mode.biases >= 2)
+                    homes[s].bias1.assign(b.begin() + size_t(std::max(Ts, 1)) * c.hidden,
+                                          b.begin() + size_t(std::max(Ts, 1)) * c.hidden + size_t(Ts) * c.hidden);
+            }
+            ref::CombineOptions combine_options;
+            combine_options.weighted = mode.weighted;
+            combine_options.hierarchical = mode.hierarchical;
+            const auto want = ref::combine(expected.routing, combine_inputs, homes, combine_options);
+            std::vector<uint16_t> got(size_t(T) * c.hidden);
+            if (T) SY_CUDA_OK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < got.size(); ++i)
+                SY_CHECK_MSG(got[i] == want[env.rank].out[i],
+                             c.name() << " combine (weighted " << mode.weighted << ", hierarchical " << mode.hierarchical
+                                      << ", biases " << mode.biases << "): token " << i / c.hidden << " channel " << i % c.hidden
+                                      << ": " << got[i] << " vs " << want[env.rank].out[i]);
+            std::vector<float> got_w(size_t(T) * c.topk);
+            if (T) SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(), got_w.size() * 4, cudaMemcpyDeviceToHost));
+            SY_CHECK_MSG(std::memcmp(got_w.data(), want[env.rank].combined_topk_weights.data(), got_w.size() * 4) == 0,
+                         c.name() << ": combined_topk_weights differ");
+        }
+        env.communicator->barrier(kHostTimeout);
+    }
+    env.communicator->barrier(kHostTimeout);
+}
+
+BufferConfig ht_config() {
+    BufferConfig config;
+    config.max_tokens_per_rank = 48;
+    config.max_hidden = 512;
+    config.max_topk = 8;
+    config.max_experts = 64;
+    config.timeout_seconds = 20;
+    return config;
+}
+
+std::vector<Case> all_cases() {
+    std::vector<Case> cases;
+    uint32_t seed = 1;
+    for (RecvLayout layout : {RecvLayout::kRankMajor, RecvLayout::kExpertContiguous, RecvLayout::kExpertMasked}) {
+        for (int payload = 0; payload < 5; ++payload) {
+            for (CountMode counts : {CountMode::kHostSynced, CountMode::kDevice}) {
+                Case c;
+                c.layout = layout;
+                c.counts = counts;
+                c.seed = seed++;
+                if (payload == 1) { c.payload = ref::Payload::kFP8; c.scales = ref::ScaleFormat::kFloat32; }
+                if (payload == 2) { c.payload = ref::Payload::kFP8; c.scales = ref::ScaleFormat::kUE8M0; c.hidden = 384; }
+                if (payload == 3) { c.quantize = true; c.quantize_format = ref::ScaleFormat::kFloat32; }
+                if (payload == 4) { c.quantize = true; c.quantize_format = ref::ScaleFormat::kUE8M0; c.hidden = 640 - 128; }
+                if (layout == RecvLayout::kExpertContiguous) { c.alignment = payload % 2 ? 4 : 1; c.zero_padding = payload % 2 == 1; }
+                if (payload == 0 && counts == CountMode::kDevice) c.weights = false;
+                cases.push_back(c);
+            }
+        }
+    }
+    Case one;
+    one.one_expert = true;
+    one.seed = 999;
+    cases.push_back(one);
+    return cases;
+}
+
+}  // namespace
+
+SY_TEST(HighThroughput, MatchesReferenceAllConfigs) {
+    require_gpus(1);
+    for (const RankConfig& rc : standard_rank_configs()) {
+        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+            Buffer buffer(env.communicator, env.device, ht_config());
+            int passed = 0;
+            for (const Case& c : all_cases()) {
+                run_case(env, buffer, c);
+                ++passed;
+            }
+            buffer.synchronize();
+            if (env.rank == 0) std::printf("  %s: %d dispatch/combine cases bit-exact\n", rc.name().c_str(), passed);
+        });
+    }
+}
+
+SY_TEST_MAIN()
