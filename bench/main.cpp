@@ -1,8 +1,11 @@
 // switchyard-bench: Switchyard's benchmark driver (DESIGN.md §9) and quick-start demo (§10).
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "baseline.hpp"
+#include "ht_bench.hpp"
+#include "ll_bench.hpp"
 #include "cli.hpp"
 #include "cpu_round_trip.hpp"
 #include "cuda_check.hpp"
@@ -21,6 +24,9 @@ int run_cpu(bool gpu_present) {
 }
 
 int run(int argc, char** argv) {
+    // Subcommands with their own options.
+    if (argc > 1 && std::string(argv[1]) == "ht") return run_ht_bench(argc - 1, argv + 1);
+    if (argc > 1 && std::string(argv[1]) == "ll") return run_ll_bench(argc - 1, argv + 1);
     CommandLine command;
     try {
         command = parse_command_line(argc, argv);

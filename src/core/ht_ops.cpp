@@ -3,6 +3,7 @@
 //   dispatch:  layout kernel -> dispatch kernel -> [host waits for counts] -> receive kernel
 //   combine:   combine kernel
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <thread>
 
@@ -211,6 +212,12 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         dispatch.scale_kind = plan.scale_kind;
         dispatch.record = plan.record;
         dispatch.stage_bytes = int32_t(plan.record.meta_offset);
+        // Diagnostic knob: plain 16-byte stores instead of bulk (TMA) stores to the peers.
+        static const bool generic_stores = [] {
+            const char* value = std::getenv("SWITCHYARD_HT_GENERIC_STORES");
+            return value && value[0] == '1';
+        }();
+        dispatch.generic_stores = generic_stores ? 1 : 0;
         dispatch.recv_info = handle->recv_info.data<int32_t>();
         dispatch.expert_alignment = checked.expert_alignment;
         dispatch.masked_layout = checked.layout == RecvLayout::kExpertMasked ? 1 : 0;

@@ -22,6 +22,9 @@ const std::vector<jit::KernelSource>& families() {
         {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"},
         {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
          "switchyard::device::coresidency_probe_kernel"},
+        {"ll_dispatch", "switchyard/ll/dispatch.cuh",
+         "switchyard::device::ll_dispatch_kernel<8, 7168, 8, 1, long long, 3>"},
+        {"ll_combine", "switchyard/ll/combine.cuh", "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3>"},
     };
     return sources;
 }

@@ -6,14 +6,19 @@
 //                         every source reaches this rank once)
 //   HT combine receive:   K * T_max * combine_record                 (one slot per top-k entry, so
 //                         the home rank can reduce in a fixed order)
-//   LL (two sets, so two ops can be in flight):
-//                         2 * max(R * T_ll * max_dispatch_record, K * T_ll * combine_record)
-//                         a token crosses to a rank once and is spread to its experts on arrival.
+//   LL (two sets, so two ops can be in flight; ll/ll_layout.cuh):
+//                         2 * (R * header + R * T_ll * max_dispatch_record + K * T_ll * combine_row)
+//                         a token crosses to a rank once and is spread to its experts on arrival;
+//                         dispatch and combine areas are separate so a combine cannot overwrite a
+//                         dispatch that a slower peer is still reading (two ops in flight).
+//                         e.g. 128 tokens, hidden 7168, 256 experts, EP8, K=8: 56.3 MiB.
+//   LL zero-copy combine send area (BufferConfig::ll_zero_copy_combine): L * R * T_ll * H * 2
 #pragma once
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/record_layout.cuh"
 #include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ll/ll_layout.cuh"
 
 namespace switchyard::device {
 
@@ -36,6 +41,8 @@ struct BufferLayout {
     int64_t ht_dispatch_offset = 0, ht_dispatch_bytes = 0;
     int64_t ht_combine_offset = 0, ht_combine_bytes = 0;
     int64_t ll_offset = 0, ll_set_bytes = 0;  // two sets of ll_set_bytes each
+    LlSetLayout ll_set{};                      // inside each LL set
+    int64_t ll_zero_copy_offset = 0, ll_zero_copy_bytes = 0;  // bf16 [L, R*T_ll, H_max] or none
     int64_t total_bytes = 0;
 
     SY_HOST_DEVICE static BufferLayout make(const BufferCapacity& capacity) {
@@ -54,12 +61,18 @@ struct BufferLayout {
             offset = align_up(offset + layout.ht_combine_bytes, kRegionAlignment);
         }
         if (capacity.low_latency) {
-            const int64_t t = capacity.ll_max_tokens_per_rank;
+            const int32_t local_experts = int32_t(ceil_div(capacity.max_experts, capacity.num_ranks));
+            layout.ll_set = LlSetLayout::make(capacity.num_ranks, capacity.ll_max_tokens_per_rank,
+                                              capacity.max_hidden, capacity.max_topk, local_experts);
             layout.ll_offset = offset;
-            layout.ll_set_bytes = align_up(max64(int64_t(capacity.num_ranks) * t * dispatch_record,
-                                                 int64_t(capacity.max_topk) * t * combine_record),
-                                           kRegionAlignment);
+            layout.ll_set_bytes = align_up(layout.ll_set.set_bytes, kRegionAlignment);
             offset += 2 * layout.ll_set_bytes;
+            if (capacity.ll_zero_copy_combine) {
+                layout.ll_zero_copy_offset = offset;
+                layout.ll_zero_copy_bytes = int64_t(local_experts) * capacity.num_ranks *
+                                            capacity.ll_max_tokens_per_rank * capacity.max_hidden * 2;
+                offset = align_up(offset + layout.ll_zero_copy_bytes, kRegionAlignment);
+            }
         }
         layout.total_bytes = align_up(offset, 2 << 20);
         return layout;

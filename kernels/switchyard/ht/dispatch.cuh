@@ -208,8 +208,11 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* 
         if (lane == 0) {
             meta[0] = token;
             meta[1] = ordinal;
-            ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
+            if (!args.generic_stores) ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
         }
+        if (args.generic_stores)
+            for (int64_t offset = int64_t(lane) * 16; offset < r.meta_offset; offset += 32 * 16)
+                *reinterpret_cast<uint4*>(record + offset) = *reinterpret_cast<const uint4*>(stage + offset);
         ++ordinal;
     }
     if (lane == 0) ptx::bulk_commit();

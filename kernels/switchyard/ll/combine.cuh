@@ -1,0 +1,199 @@
+// Low-latency combine (DESIGN.md §2, expert-major masked layout, weighted, flat): one kernel,
+// send and receive halves.
+//
+// Send (expert rank): every valid row (expert e, row < count[e]) of y goes back to its home rank's
+// combine area slot [k][t] (the dispatch noted (source, token, k) of each row); the last block to
+// finish raises this rank's flag at every home rank (release, system scope), rows or not.
+// Receive (home rank): wait for every source's flag, then
+//     out[t] = bf16( fma over k ascending: acc = fma(w[t][k], y(t, k), acc), acc = 0 )
+// skipping empty slots, slots whose owner is masked, and repeats of an expert within a token, so
+// the reduction order is fixed and matches the CPU reference bit for bit.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/ll/fp8.cuh"
+#include "switchyard/ll/ll_layout.cuh"
+#include "switchyard/ll/ll_sync.cuh"
+
+namespace switchyard::device {
+
+struct LlCombineArgs {
+    LlBufferArgs buffer;
+    const void* y;            // bf16 [L, R*T_ll, H]
+    int64_t y_expert_stride;  // elements
+    int64_t y_row_stride;     // elements
+    const void* topk_idx;     // home: [T, K] int32 or int64 (template IndexT)
+    int64_t topk_row_stride;
+    const float* topk_weights;  // home: [T, K]
+    int64_t weights_row_stride;
+    void* out;  // home: bf16 [T, H]
+    int64_t out_row_stride;
+    int32_t num_tokens;  // T of this (home) rank's dispatch
+    int32_t num_experts;
+    int32_t local_experts;
+    const int32_t* recv_count;   // [L] from the dispatch
+    const int32_t* recv_source;  // [L, R*T_ll] from the dispatch
+    int64_t* wait_time_stats;    // optional [R]
+};
+
+SY_HOST_DEVICE int64_t ll_combine_shared_bytes(int32_t num_ranks, int32_t local_experts) {
+    return 4 * (2 * int64_t(num_ranks) + int64_t(local_experts) + 1) + 64;
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace ll_combine_detail {
+
+// One row of y back to its home rank's slot [k][t].
+template <int kHidden>
+SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int32_t set,
+                        const uint32_t* shared_mask) {
+    const uint32_t lane = ptx::lane_id();
+    const LlBufferArgs& buffer = args.buffer;
+    const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
+    const int32_t packed = args.recv_source[expert * rows_per_expert + row];
+    const int32_t k = packed & 31, source_token = packed >> 5;
+    const int32_t source = source_token / buffer.set_layout.max_tokens;
+    const int32_t token = source_token % buffer.set_layout.max_tokens;
+    if (shared_mask[source]) return;
+    const uint8_t* from =
+        static_cast<const uint8_t*>(args.y) + (expert * args.y_expert_stride + row * args.y_row_stride) * 2;
+    uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), k, token,
+                                                LlSetLayout::combine_row_bytes(kHidden));
+    constexpr int64_t kRowBytes = int64_t(kHidden) * 2;
+    constexpr int kSteps = int((kRowBytes + 511) / 512);
+#pragma unroll 4
+    for (int step = 0; step < kSteps; ++step) {
+        const int64_t offset = int64_t(step) * 512 + lane * 16;
+        if (offset < kRowBytes)
+            *reinterpret_cast<uint4*>(to + offset) = *reinterpret_cast<const uint4*>(from + offset);
+    }
+}
+
+template <typename IndexT>
+SY_DEVICE int32_t home_expert(const LlCombineArgs& args, int32_t t, int32_t k) {
+    const int64_t raw = static_cast<const IndexT*>(args.topk_idx)[int64_t(t) * args.topk_row_stride + k];
+    return raw < 0 || raw >= args.num_experts ? -1 : int32_t(raw);
+}
+
+// Eight channels of token t (lane's share of one 256-channel step), reduced over k ascending.
+template <int kHidden, int kTopk, typename IndexT>
+SY_DEVICE void reduce_token_step(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int step,
+                                 const uint32_t* shared_present) {
+    const uint32_t lane = ptx::lane_id();
+    const LlBufferArgs& buffer = args.buffer;
+    int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
+    const uint32_t same = __match_any_sync(0xffffffffu, expert);
+    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;  // the dispatch sent it once
+    const bool valid = expert >= 0 && shared_present[expert / args.local_experts] != 0;
+    const float weight = valid ? args.topk_weights[int64_t(t) * args.weights_row_stride + lane] : 0.0f;
+    const uint32_t slots = __ballot_sync(0xffffffffu, valid);
+
+    const int channel = step * 256 + int(lane) * 8;
+    const bool in_range = channel < kHidden;
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+    const int64_t kRowBytes = LlSetLayout::combine_row_bytes(kHidden);
+    for (uint32_t rest = slots; rest != 0; rest &= rest - 1) {
+        const int k = __ffs(rest) - 1;
+        const float w = __shfl_sync(0xffffffffu, weight, k);
+        if (!in_range) continue;
+        const uint8_t* row = buffer.set_layout.combine_row(set_base, k, t, kRowBytes);
+        const uint4 chunk = *reinterpret_cast<const uint4*>(row + int64_t(channel) * 2);
+        const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            acc[2 * i] = fp8::fma_rn(w, fp8::bf16_low(words[i]), acc[2 * i]);
+            acc[2 * i + 1] = fp8::fma_rn(w, fp8::bf16_high(words[i]), acc[2 * i + 1]);
+        }
+    }
+    if (!in_range) return;
+    uint4 packed;
+    packed.x = fp8::bf16x2(acc[0], acc[1]);
+    packed.y = fp8::bf16x2(acc[2], acc[3]);
+    packed.z = fp8::bf16x2(acc[4], acc[5]);
+    packed.w = fp8::bf16x2(acc[6], acc[7]);
+    *reinterpret_cast<uint4*>(static_cast<uint8_t*>(args.out) +
+                              (int64_t(t) * args.out_row_stride + channel) * 2) = packed;
+}
+
+}  // namespace ll_combine_detail
+
+template <int kNumWarps, int kHidden, int kTopk, typename IndexT, int kPhases>
+__global__ void __launch_bounds__(kNumWarps * 32, 1)
+    ll_combine_kernel(const __grid_constant__ LlCombineArgs args) {
+    static_assert(kTopk >= 1 && kTopk <= 32, "one lane per top-k slot");
+    static_assert(kHidden % 8 == 0, "rows are moved in 16-byte units");
+    constexpr bool kSend = (kPhases & 1) != 0, kRecv = (kPhases & 2) != 0;
+    extern __shared__ __align__(16) int32_t shared_words[];
+    __shared__ uint64_t shared_sequences[2];
+    __shared__ uint32_t shared_flag;
+    const LlBufferArgs& buffer = args.buffer;
+    const int32_t R = buffer.num_ranks, L = args.local_experts;
+    uint32_t* shared_mask = reinterpret_cast<uint32_t*>(shared_words);     // [R]
+    uint32_t* shared_present = shared_mask + R;                            // [R]
+    int32_t* row_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [L + 1]
+    const int warp = int(threadIdx.x / 32);
+    const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
+
+    ll_prologue<kSend, kRecv>(buffer, shared_sequences, shared_mask);
+    __syncthreads();
+
+    if constexpr (kSend) {
+        const uint64_t sequence = shared_sequences[0];
+        const int32_t set = ll_set_of(sequence);
+        if (warp == 0) {
+            // Exclusive prefix of the per-expert counts, 32 experts per step (warp scan).
+            const uint32_t lane = ptx::lane_id();
+            int32_t running = 0;
+            for (int base = 0; base < L; base += 32) {
+                const int e = base + int(lane);
+                const int32_t count = e < L ? args.recv_count[e] : 0;
+                int32_t inclusive = count;
+#pragma unroll
+                for (int offset = 1; offset < 32; offset *= 2) {
+                    const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+                    if (int(lane) >= offset) inclusive += other;
+                }
+                if (e < L) row_starts[e] = running + inclusive - count;
+                running += __shfl_sync(0xffffffffu, inclusive, 31);
+            }
+            if (lane == 0) row_starts[L] = running;
+        }
+        __syncthreads();
+        for (int32_t item = global_warp; item < row_starts[L]; item += num_warps) {
+            int32_t expert = 0;
+            while (row_starts[expert + 1] <= item) ++expert;
+            ll_combine_detail::send_row<kHidden>(args, expert, item - row_starts[expert], set, shared_mask);
+        }
+        if (ll_last_block_arrives(buffer.workspace.counters(buffer.local_base), &shared_flag)) {
+            for (int q = threadIdx.x; q < R; q += blockDim.x) {
+                if (shared_mask[q]) continue;
+                uint64_t* flags =
+                    buffer.signals.flags(buffer.workspace.ll_signals(buffer.peer_bases[q]), kLlCombine, set);
+                ptx::fence_acq_rel_sys();
+                ptx::st_release_sys(flags + buffer.rank, sequence);
+            }
+        }
+        __syncthreads();
+    }
+
+    if constexpr (kRecv) {
+        const uint64_t sequence = shared_sequences[1];
+        if (!ll_wait_sources(buffer, kLlCombine, sequence, shared_mask, shared_present, args.wait_time_stats))
+            return;
+        uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
+        constexpr int kStepsPerToken = (kHidden + 255) / 256;
+        const int32_t items = args.num_tokens * kStepsPerToken;
+        for (int32_t item = global_warp; item < items; item += num_warps)
+            ll_combine_detail::reduce_token_step<kHidden, kTopk, IndexT>(
+                args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+    }
+}
+
+#endif
+
+}  // namespace switchyard::device

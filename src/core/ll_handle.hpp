@@ -1,0 +1,34 @@
+// The routing of one low-latency dispatch, as the LL combine needs it: the op's shape, the
+// per-expert row counts and, for every received row, its (source rank, token, top-k slot).
+// Lives in device memory owned by the handle (stream-ordered allocations on the comm stream).
+#pragma once
+
+#include <cstdint>
+
+#include "switchyard/device_tensor.hpp"
+#include "switchyard/ops.hpp"
+
+namespace switchyard {
+
+class LowLatencyHandle {
+  public:
+    int32_t num_tokens = 0;     // T of this rank's dispatch
+    int32_t hidden = 0;         // H
+    int32_t topk = 0;           // K
+    int32_t num_experts = 0;    // E
+    int32_t num_ranks = 0;      // R
+    int32_t local_experts = 0;  // L = E / R
+    int32_t max_tokens = 0;     // T_ll of the buffer
+    bool index_is_int64 = false;
+    bool use_fp8 = true;
+    ScaleFormat scale_format = ScaleFormat::kNone;
+    DeviceTensor recv_count;   // int32 [L]
+    DeviceTensor recv_source;  // int32 [L, R*T_ll]: (source * T_ll + token) * 32 + k per valid row
+    // Owns the memory of the dispatch result's column-major recv_scales view ([L, words, R*T_ll]
+    // contiguous): that view stays valid while this handle lives.
+    DeviceTensor recv_scales_storage;
+
+    int64_t rows_per_expert() const { return int64_t(num_ranks) * max_tokens; }
+};
+
+}  // namespace switchyard

@@ -1,0 +1,349 @@
+// Low-latency (LL) dispatch and combine (DESIGN.md §2, §5): argument checks, output allocation,
+// and the launches of kernels/switchyard/ll/ on the buffer's communication stream. Both ops are
+// one kernel each (or a send and a receive half in hook mode), with no host round-trip, so they
+// can be captured in CUDA graphs.
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "core/buffer_impl.hpp"
+#include "core/cuda_check.hpp"
+#include "core/ll_handle.hpp"
+#include "core/validation.hpp"
+#include "launch/ll_launch.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard {
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+    throw InvalidArgument("switchyard: " + message);
+}
+
+void require_low_latency(const BufferConfig& config, const char* op) {
+    if (!config.enable_low_latency)
+        fail(std::string(op) + " needs a buffer created with BufferConfig::enable_low_latency = true");
+}
+
+// A device tensor of `dtype` with `ndim` dims on the buffer's GPU, unit stride in the last dim.
+void require_tensor(const TensorView& view, const char* name, DType dtype, int ndim, int device) {
+    if (!view.defined()) fail(std::string(name) + " is required");
+    if (view.ndim != ndim)
+        fail(std::string(name) + " must be " + std::to_string(ndim) + "-D, got " + view.describe());
+    if (view.dtype != dtype)
+        fail(std::string(name) + " must be " + dtype_name(dtype) + ", got " + view.describe());
+    if (!(view.device == Device::cuda(device)))
+        fail(std::string(name) + " must be on the buffer's device cuda:" + std::to_string(device) + ", got " +
+             view.describe());
+    for (int d = 0; d < ndim; ++d)
+        if (view.shape[d] < 0) fail(std::string(name) + " has a negative extent: " + view.describe());
+    if (view.shape[ndim - 1] > 1 && view.strides[ndim - 1] != 1)
+        fail(std::string(name) + " must have unit stride in its last dimension, got " + view.describe());
+}
+
+void require_shape(const TensorView& view, const char* name, std::initializer_list<int64_t> shape) {
+    int d = 0;
+    bool ok = true;
+    std::string text = "[";
+    for (int64_t extent : shape) {
+        ok = ok && view.shape[d] == extent;
+        text += (d ? ", " : "") + std::to_string(extent);
+        ++d;
+    }
+    if (!ok) fail(std::string(name) + " must have shape " + text + "], got " + view.describe());
+}
+
+// Rows moved in 16-byte units: row strides and the base address must be 16-byte aligned.
+void require_aligned_rows(const TensorView& view, const char* name) {
+    const auto address = reinterpret_cast<uintptr_t>(view.ptr());
+    if (address % 16 != 0) fail(std::string(name) + " data must be 16-byte aligned, got " + view.describe());
+    for (int d = 0; d + 1 < view.ndim; ++d)
+        if (view.shape[d] > 1 && (view.strides[d] * int64_t(view.element_size())) % 16 != 0)
+            fail(std::string(name) + " strides must be multiples of 16 bytes (except the last), got " +
+                 view.describe());
+}
+
+void require_contiguous(const TensorView& view, const char* name) {
+    if (!view.is_contiguous()) fail(std::string(name) + " must be contiguous, got " + view.describe());
+}
+
+int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
+    if (!use_fp8) return device::kScaleNone;
+    return format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
+}
+
+}  // namespace
+
+LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
+    Impl& impl = *impl_;
+    const BufferConfig& config = impl.config;
+    require_low_latency(config, "ll_dispatch");
+    const int R = num_ranks(), device = impl.device;
+    const int32_t max_tokens = config.ll_max_tokens_per_rank;
+
+    require_tensor(args.x, "x", DType::kBFloat16, 2, device);
+    require_aligned_rows(args.x, "x");
+    const int64_t T = args.x.shape[0], H = args.x.shape[1];
+    if (T > max_tokens)
+        fail("x has " + std::to_string(T) + " tokens, more than the buffer's ll_max_tokens_per_rank (" +
+             std::to_string(max_tokens) + ")");
+    if (H < 16 || H % 16 != 0 || H > config.max_hidden)
+        fail("hidden size " + std::to_string(H) +
+             " must be a positive multiple of 16 and at most max_hidden (" +
+             std::to_string(config.max_hidden) + ")");
+    if (!args.topk_idx.defined() || args.topk_idx.ndim != 2 ||
+        (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64))
+        fail("topk_idx must be a 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
+    require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
+    const int64_t K = args.topk_idx.shape[1];
+    if (args.topk_idx.shape[0] != T)
+        fail("topk_idx must have one row per token (" + std::to_string(T) + "), got " +
+             args.topk_idx.describe());
+    if (K < 1 || K > std::min(32, config.max_topk))
+        fail("top-k must be in [1, min(32, max_topk = " + std::to_string(config.max_topk) + ")], got " +
+             args.topk_idx.describe());
+    const auto validation = core::make_validation_context(config, R, Device::cuda(device), max_tokens);
+    core::validate_num_experts(args.num_experts, validation);
+    const int32_t E = args.num_experts, L = E / R;
+    if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
+        args.scale_format != ScaleFormat::kUE8M0)
+        fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
+    if (args.cumulative_local_expert_recv_stats.defined()) {
+        require_tensor(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats",
+                       DType::kInt32, 1, device);
+        require_shape(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats", {L});
+    }
+    if (args.wait_time_stats.defined()) {
+        require_tensor(args.wait_time_stats, "wait_time_stats", DType::kInt64, 1, device);
+        require_shape(args.wait_time_stats, "wait_time_stats", {R});
+    }
+
+    auto handle = std::make_shared<LowLatencyHandle>();
+    handle->num_tokens = static_cast<int32_t>(T);
+    handle->hidden = static_cast<int32_t>(H);
+    handle->topk = static_cast<int32_t>(K);
+    handle->num_experts = E;
+    handle->num_ranks = R;
+    handle->local_experts = L;
+    handle->max_tokens = max_tokens;
+    handle->index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    handle->use_fp8 = args.use_fp8;
+    handle->scale_format = args.use_fp8 ? args.scale_format : ScaleFormat::kNone;
+    const int32_t scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
+    const int64_t rows = int64_t(R) * max_tokens;
+    const int64_t words = device::RecordLayout::scale_words(H, scale_kind);
+
+    device::LlDispatchArgs dispatch{};
+    dispatch.x = args.x.ptr();
+    dispatch.x_row_stride = args.x.strides[0];
+    dispatch.topk_idx = args.topk_idx.ptr();
+    dispatch.topk_row_stride = args.topk_idx.strides[0];
+    dispatch.num_tokens = static_cast<int32_t>(T);
+    dispatch.num_experts = E;
+    dispatch.local_experts = L;
+    dispatch.cumulative_local_expert_recv_stats =
+        args.cumulative_local_expert_recv_stats.defined()
+            ? args.cumulative_local_expert_recv_stats.ptr_as<int32_t>()
+            : nullptr;
+    dispatch.wait_time_stats =
+        args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
+
+    launch::LlDispatchShape shape;
+    shape.hidden = static_cast<int>(H);
+    shape.topk = static_cast<int>(K);
+    shape.scale_kind = scale_kind;
+    shape.index_is_int64 = handle->index_is_int64;
+    shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
+
+    const launch::LaunchContext context = impl.context();
+    dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
+    const int blocks = launch::ll_num_blocks(context, config.num_sms);
+
+    LowLatencyDispatchResult result;
+    impl.run_ordered(stream, [&] {
+        // Allocated on the comm stream after it joined the caller's stream (inside a capture they
+        // become graph allocation nodes).
+        const cudaStream_t comm = impl.comm_stream;
+        result.recv_x = DeviceTensor::allocate(args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16,
+                                               {L, rows, H}, device, comm);
+        handle->recv_count = DeviceTensor::allocate(DType::kInt32, {L}, device, comm);
+        handle->recv_source = DeviceTensor::allocate(DType::kInt32, {L, rows}, device, comm);
+        if (args.use_fp8) {
+            handle->recv_scales_storage =
+                DeviceTensor::allocate(scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32,
+                                       {L, words, rows}, device, comm);
+            result.recv_scales = DeviceTensor::borrow(TensorView::strided(
+                handle->recv_scales_storage.view().ptr(), handle->recv_scales_storage.view().dtype,
+                {L, rows, words}, {words * rows, 1, rows}, Device::cuda(device)));
+        }
+        dispatch.recv_x = result.recv_x.view().ptr();
+        dispatch.recv_scales = args.use_fp8 ? handle->recv_scales_storage.data<uint32_t>() : nullptr;
+        dispatch.recv_count = handle->recv_count.data<int32_t>();
+        dispatch.recv_source = handle->recv_source.data<int32_t>();
+        launch::launch_ll_dispatch(context, dispatch, shape, blocks);
+    });
+    result.recv_count = handle->recv_count;
+    result.handle = handle;
+
+    if (args.return_recv_hook) {
+        Impl* impl_pointer = impl_.get();
+        launch::LlDispatchShape receive_shape = shape;
+        receive_shape.phases = device::kLlRecvHalf;
+        // The receive half reads nothing of the caller's inputs; it keeps the outputs alive.
+        result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, handle,
+                          recv_x = result.recv_x] {
+            impl_pointer->run_ordered(stream, [&] {
+                launch::launch_ll_dispatch(impl_pointer->context(), dispatch, receive_shape, blocks);
+            });
+        };
+    }
+    return result;
+}
+
+LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
+                                           const std::shared_ptr<const LowLatencyHandle>& handle,
+                                           cudaStream_t stream) {
+    Impl& impl = *impl_;
+    const BufferConfig& config = impl.config;
+    require_low_latency(config, "ll_combine");
+    if (!handle) fail("ll_combine needs the handle of the LL dispatch it answers");
+    const int R = num_ranks(), device = impl.device;
+    if (handle->num_ranks != R)
+        fail("ll_combine: the handle comes from a buffer with a different rank count");
+    const int64_t T = handle->num_tokens, H = handle->hidden, K = handle->topk, L = handle->local_experts;
+    const int64_t rows = handle->rows_per_expert();
+
+    TensorView y = args.y;
+    if (args.zero_copy) {
+        if (!config.ll_zero_copy_combine)
+            fail("ll_combine with zero_copy = true needs BufferConfig::ll_zero_copy_combine = true");
+        y = ll_combine_input(*handle);
+    } else {
+        require_tensor(y, "y", DType::kBFloat16, 3, device);
+        require_shape(y, "y", {L, rows, H});
+        require_aligned_rows(y, "y");
+    }
+    if (!args.topk_idx.defined() || args.topk_idx.ndim != 2 ||
+        (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64))
+        fail("topk_idx must be the dispatch's 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
+    require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
+    require_shape(args.topk_idx, "topk_idx", {T, K});
+    require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
+    require_shape(args.topk_weights, "topk_weights", {T, K});
+    if (args.out.defined()) {
+        require_tensor(args.out, "out", DType::kBFloat16, 2, device);
+        require_shape(args.out, "out", {T, H});
+        require_aligned_rows(args.out, "out");
+    }
+    if (args.wait_time_stats.defined()) {
+        require_tensor(args.wait_time_stats, "wait_time_stats", DType::kInt64, 1, device);
+        require_shape(args.wait_time_stats, "wait_time_stats", {R});
+    }
+
+    device::LlCombineArgs combine{};
+    combine.y = y.ptr();
+    combine.y_expert_stride = y.strides[0];
+    combine.y_row_stride = y.strides[1];
+    combine.topk_idx = args.topk_idx.ptr();
+    combine.topk_row_stride = args.topk_idx.strides[0];
+    combine.topk_weights = args.topk_weights.ptr_as<float>();
+    combine.weights_row_stride = args.topk_weights.strides[0];
+    combine.num_tokens = static_cast<int32_t>(T);
+    combine.num_experts = handle->num_experts;
+    combine.local_experts = static_cast<int32_t>(L);
+    combine.recv_count = handle->recv_count.data<int32_t>();
+    combine.recv_source = handle->recv_source.data<int32_t>();
+    combine.wait_time_stats =
+        args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
+
+    launch::LlCombineShape shape;
+    shape.hidden = static_cast<int>(H);
+    shape.topk = static_cast<int>(K);
+    shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
+
+    const launch::LaunchContext context = impl.context();
+    combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
+    const int blocks = launch::ll_num_blocks(context, config.num_sms);
+
+    LowLatencyCombineResult result;
+    impl.run_ordered(stream, [&] {
+        result.out = args.out.defined()
+                         ? DeviceTensor::borrow(args.out)
+                         : DeviceTensor::allocate(DType::kBFloat16, {T, H}, device, impl.comm_stream);
+        combine.out = result.out.view().ptr();
+        combine.out_row_stride = result.out.view().ndim == 2 && T > 0 ? result.out.view().strides[0] : H;
+        launch::launch_ll_combine(context, combine, shape, blocks);
+    });
+
+    if (args.return_recv_hook) {
+        Impl* impl_pointer = impl_.get();
+        launch::LlCombineShape receive_shape = shape;
+        receive_shape.phases = device::kLlRecvHalf;
+        result.receive = [impl_pointer, combine, receive_shape, blocks, stream, handle, out = result.out] {
+            impl_pointer->run_ordered(stream, [&] {
+                launch::launch_ll_combine(impl_pointer->context(), combine, receive_shape, blocks);
+            });
+        };
+    }
+    return result;
+}
+
+TensorView Buffer::ll_combine_input(const LowLatencyHandle& handle) const {
+    const Impl& impl = *impl_;
+    require_low_latency(impl.config, "ll_combine_input");
+    if (!impl.config.ll_zero_copy_combine || impl.layout.ll_zero_copy_bytes == 0)
+        fail("ll_combine_input needs a buffer created with BufferConfig::ll_zero_copy_combine = true");
+    if (handle.num_ranks != num_ranks()) fail("ll_combine_input: the handle comes from a different buffer");
+    const int64_t L = handle.local_experts, rows = handle.rows_per_expert(), H = handle.hidden;
+    return TensorView::strided(impl.memory->local() + impl.layout.ll_zero_copy_offset, DType::kBFloat16,
+                               {L, rows, H}, {rows * H, H, 1}, Device::cuda(impl.device));
+}
+
+namespace {
+
+// (A template so the private Buffer::Impl is never named outside Buffer's members.)
+template <typename BufferImpl>
+uint32_t* ll_mask_pointer(const BufferImpl& impl, int num_ranks) {
+    return device::LlSignalLayout::make(num_ranks).mask(
+        impl.layout.workspace.ll_signals(impl.memory->local()));
+}
+
+}  // namespace
+
+std::vector<int32_t> Buffer::ll_query_mask() {
+    Impl& impl = *impl_;
+    require_low_latency(impl.config, "ll_query_mask");
+    const int R = num_ranks();
+    std::vector<int32_t> mask(R, 0);
+    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    SY_CUDA_CHECK(cudaMemcpyAsync(mask.data(), ll_mask_pointer(impl, R), sizeof(int32_t) * R,
+                                  cudaMemcpyDeviceToHost, impl.comm_stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+    for (int32_t& value : mask) value = value != 0 ? 1 : 0;
+    return mask;
+}
+
+void Buffer::ll_set_mask(int rank, bool masked) {
+    Impl& impl = *impl_;
+    require_low_latency(impl.config, "ll_set_mask");
+    const int R = num_ranks();
+    if (rank < 0 || rank >= R)
+        fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(R) + ")");
+    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    uint32_t* word = ll_mask_pointer(impl, R) + rank;
+    SY_CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(uint32_t), impl.comm_stream));
+    if (masked)
+        SY_CUDA_CHECK(cudaMemsetAsync(word, 1, 1, impl.comm_stream));  // little endian: the word reads 1
+}
+
+void Buffer::ll_clear_mask() {
+    Impl& impl = *impl_;
+    require_low_latency(impl.config, "ll_clear_mask");
+    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    SY_CUDA_CHECK(cudaMemsetAsync(ll_mask_pointer(impl, num_ranks()), 0, sizeof(uint32_t) * num_ranks(),
+                                  impl.comm_stream));
+}
+
+}  // namespace switchyard

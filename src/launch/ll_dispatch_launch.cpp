@@ -1,0 +1,51 @@
+// Launcher of the LL dispatch kernel (and the pieces the LL combine launcher shares).
+#include <algorithm>
+
+#include "launch/ll_launch.hpp"
+
+namespace switchyard::launch {
+
+jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape) {
+    return {"ll_dispatch", "switchyard/ll/dispatch.cuh",
+            "switchyard::device::ll_dispatch_kernel<" + std::to_string(kLlNumWarps) + ", " +
+                std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
+                std::to_string(shape.scale_kind) + ", " + (shape.index_is_int64 ? "long long" : "int") +
+                ", " + std::to_string(shape.phases) + ">"};
+}
+
+device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive) {
+    device::LlBufferArgs buffer{};
+    buffer.peer_bases = context.peer_bases;
+    buffer.local_base = context.local_base;
+    buffer.workspace = context.layout.workspace;
+    buffer.signals = device::LlSignalLayout::make(context.num_ranks);
+    buffer.set_layout = context.layout.ll_set;
+    buffer.ll_offset = context.layout.ll_offset;
+    buffer.ll_set_bytes = context.layout.ll_set_bytes;
+    buffer.rank = context.rank;
+    buffer.num_ranks = context.num_ranks;
+    buffer.mask_unresponsive = mask_unresponsive ? 1 : 0;
+    buffer.diagnostics = context.diagnostics;
+    return buffer;
+}
+
+int ll_num_blocks(const LaunchContext& context, int num_sms) {
+    const int budget = std::max(1, context.sm_budget);
+    return num_sms > 0 ? std::min(num_sms, budget) : budget;
+}
+
+void launch_ll_dispatch(const LaunchContext& context, const device::LlDispatchArgs& args,
+                        const LlDispatchShape& shape, int num_blocks) {
+    const jit::Kernel& kernel = jit::get_kernel(ll_dispatch_source(shape), context.device);
+    jit::LaunchConfig config;
+    config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
+    config.block[0] = 32 * kLlNumWarps;
+    config.shared_bytes =
+        static_cast<unsigned>(device::ll_dispatch_shared_bytes(context.num_ranks, args.num_experts));
+    config.stream = context.stream;
+    config.cooperative = true;
+    kernel.ensure_dynamic_shared(config.shared_bytes);
+    jit::launch(kernel, config, args);
+}
+
+}  // namespace switchyard::launch

@@ -1,0 +1,49 @@
+// Launchers of the low-latency (LL) kernels: dispatch and combine, each as one kernel with both
+// halves or as a send half and a receive half (hook mode). One argument struct per kernel family
+// (kernels/switchyard/ll/dispatch.cuh, combine.cuh); this header adds the template constants.
+#pragma once
+
+#include <string>
+
+#include "jit/jit.hpp"
+#include "launch/launch_context.hpp"
+#include "switchyard/ll/combine.cuh"
+#include "switchyard/ll/dispatch.cuh"
+
+namespace switchyard::launch {
+
+// Warps per block of the LL kernels.
+constexpr int kLlNumWarps = 8;
+
+// Template constants of one LL dispatch specialization.
+struct LlDispatchShape {
+    int hidden = 0;
+    int topk = 0;
+    int scale_kind = device::kScaleNone;  // kScaleNone (bf16), kScaleFloat32, kScaleUe8m0
+    bool index_is_int64 = false;
+    int phases = device::kLlBothHalves;
+};
+
+struct LlCombineShape {
+    int hidden = 0;
+    int topk = 0;
+    bool index_is_int64 = false;
+    int phases = device::kLlBothHalves;
+};
+
+jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape);
+jit::KernelSource ll_combine_source(const LlCombineShape& shape);
+
+// The buffer part of the LL kernels' arguments, from a rank's launch context.
+device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive);
+
+// Blocks of an LL kernel: the rank's SM budget, capped by `num_sms` when positive.
+int ll_num_blocks(const LaunchContext& context, int num_sms);
+
+// Cooperative launches (every block may wait on another block's signal) on context.stream.
+void launch_ll_dispatch(const LaunchContext& context, const device::LlDispatchArgs& args,
+                        const LlDispatchShape& shape, int num_blocks);
+void launch_ll_combine(const LaunchContext& context, const device::LlCombineArgs& args,
+                       const LlCombineShape& shape, int num_blocks);
+
+}  // namespace switchyard::launch

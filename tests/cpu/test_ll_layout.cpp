@@ -1,0 +1,110 @@
+// LL buffer sizing and the layouts of the LL signal area and data sets (no GPU needed), and every
+// LL kernel variant compiled by the JIT for sm_90a without register spills.
+#include <cstdio>
+
+#include "common/testing.hpp"
+#include "jit/jit.hpp"
+#include "launch/ll_launch.hpp"
+#include "switchyard/common/buffer_layout.cuh"
+#include "switchyard/ll/ll_layout.cuh"
+
+using namespace switchyard;
+using namespace switchyard::device;
+
+namespace {
+
+BufferCapacity ll_capacity(int ranks, int tokens, int hidden, int experts, int topk) {
+    BufferCapacity capacity{};
+    capacity.num_ranks = ranks;
+    capacity.max_experts = experts;
+    capacity.max_tokens_per_rank = 4096;
+    capacity.max_hidden = hidden;
+    capacity.max_topk = topk;
+    capacity.ll_max_tokens_per_rank = tokens;
+    capacity.high_throughput = false;
+    capacity.low_latency = true;
+    capacity.ll_zero_copy_combine = false;
+    return capacity;
+}
+
+}  // namespace
+
+SY_TEST(LlLayout, DeepSeekShapeEp8FitsIn64MiB) {
+    const BufferLayout layout = BufferLayout::make(ll_capacity(8, 128, 7168, 256, 8));
+    std::printf("  LL buffer: %lld bytes (%.1f MiB), set %lld bytes\n", (long long)layout.total_bytes,
+                layout.total_bytes / 1048576.0, (long long)layout.ll_set_bytes);
+    SY_CHECK(layout.ll_set_bytes > 0);
+    SY_CHECK(layout.total_bytes <= 64ll << 20);
+    SY_CHECK_EQ(layout.ll_zero_copy_bytes, int64_t(0));
+    // A token crosses to a rank once: the dispatch area holds R * T_ll records, not R * T_ll * K.
+    SY_CHECK_EQ(layout.ll_set.dispatch_offset + 8ll * 128 * layout.ll_set.max_record_bytes <=
+                    layout.ll_set.combine_offset,
+                true);
+}
+
+SY_TEST(LlLayout, ZeroCopyAreaFollowsTheSets) {
+    BufferCapacity capacity = ll_capacity(2, 128, 7168, 256, 8);
+    capacity.ll_zero_copy_combine = true;
+    const BufferLayout layout = BufferLayout::make(capacity);
+    SY_CHECK_EQ(layout.ll_zero_copy_bytes, int64_t(128) * 2 * 128 * 7168 * 2);
+    SY_CHECK(layout.ll_zero_copy_offset >= layout.ll_offset + 2 * layout.ll_set_bytes);
+    SY_CHECK(layout.ll_zero_copy_offset + layout.ll_zero_copy_bytes <= layout.total_bytes);
+    SY_CHECK_EQ(layout.ll_zero_copy_offset % 4096, int64_t(0));
+}
+
+SY_TEST(LlLayout, SetAreasDoNotOverlap) {
+    for (int ranks : {1, 2, 8, 64}) {
+        const int experts = ranks * 9;
+        const LlSetLayout set = LlSetLayout::make(ranks, 33, 2560, 9, experts / ranks);
+        SY_CHECK(set.headers_offset + set.header_bytes * ranks <= set.dispatch_offset);
+        SY_CHECK(set.dispatch_offset + int64_t(ranks) * 33 * set.max_record_bytes <= set.combine_offset);
+        SY_CHECK(set.combine_offset + 9ll * 33 * set.max_combine_row_bytes <= set.set_bytes);
+        SY_CHECK(set.header_bytes >= 4 * (1 + experts / ranks));
+        // Every op's record fits the capacity record.
+        for (int kind : {kScaleNone, kScaleFloat32, kScaleUe8m0})
+            SY_CHECK(ll_dispatch_record(2560, kind, 9).total_bytes <= set.max_record_bytes);
+        SY_CHECK_EQ(set.record(nullptr, 1, 2, 100) - static_cast<uint8_t*>(nullptr),
+                    set.dispatch_offset + (33 + 2) * 100);
+    }
+}
+
+SY_TEST(LlLayout, SignalAreaFitsTheWorkspace) {
+    for (int ranks : {1, 2, 8, 72, 512}) {
+        const LlSignalLayout signals = LlSignalLayout::make(ranks);
+        SY_CHECK(signals.total_bytes <= WorkspaceLayout::ll_signal_bytes_for(ranks));
+        uint8_t* base = nullptr;
+        SY_CHECK(reinterpret_cast<uint8_t*>(signals.flags(base, kLlCombine, 1) + ranks) <=
+                 base + signals.decided_offset);
+        SY_CHECK(reinterpret_cast<uint8_t*>(signals.decided(base, kLlCombine, 1) + 1) <=
+                 base + signals.mask_offset);
+    }
+    SY_CHECK_EQ(ll_set_of(1), 1);
+    SY_CHECK_EQ(ll_set_of(2), 0);
+    SY_CHECK_EQ(ll_pack_source(3, 5, 7, 128) >> 5, 3 * 128 + 5);
+    SY_CHECK_EQ(ll_pack_source(3, 5, 7, 128) & 31, 7);
+}
+
+SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
+    std::vector<jit::KernelSource> sources;
+    for (int scale : {kScaleNone, kScaleFloat32, kScaleUe8m0})
+        sources.push_back(
+            launch::ll_dispatch_source({2560, 9, scale, scale == kScaleFloat32, kLlBothHalves}));
+    sources.push_back(launch::ll_dispatch_source({7168, 8, kScaleUe8m0, false, kLlSendHalf}));
+    sources.push_back(launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlRecvHalf}));
+    sources.push_back(
+        launch::ll_dispatch_source({2064, 1, kScaleFloat32, false, kLlBothHalves}));  // partial block
+    sources.push_back(launch::ll_combine_source({2560, 9, false, kLlBothHalves}));
+    sources.push_back(launch::ll_combine_source({7168, 8, true, kLlSendHalf}));
+    sources.push_back(launch::ll_combine_source({7168, 8, true, kLlRecvHalf}));
+    for (const auto& source : sources) {
+        jit::CompileOptions options;
+        options.arch = "sm_90a";
+        const jit::CompiledKernel compiled = jit::compile(source, options);
+        std::printf("  %s: %d registers, %d spill bytes\n", source.kernel.c_str(), compiled.num_registers,
+                    compiled.spill_bytes);
+        SY_CHECK_MSG(compiled.spill_bytes == 0,
+                     source.kernel << " spills " << compiled.spill_bytes << " bytes");
+    }
+}
+
+SY_TEST_MAIN()

@@ -1,0 +1,191 @@
+// Low-latency dispatch and combine against the CPU reference (masked layout, weighted combine),
+// bit for bit, for EP 1/2/4/8: hidden 2048..8192 (incl. 2560, 7168), top-k 1..9, tokens 0, 1, odd
+// and T_ll, all tokens to one expert, -1 slots, fp8 with fp32 or UE8M0 scales and bf16, int32 and
+// int64 ids, hook mode, caller-provided out, zero-copy combine input and the statistics.
+#include <cstdio>
+
+#include "ll_test_support.hpp"
+
+using namespace switchyard;
+using namespace switchyard::testing;
+using namespace switchyard::testing::ll;
+
+namespace {
+
+struct Options {
+    bool hook = false;
+    bool caller_out = false;
+    bool zero_copy = false;
+    bool stats = false;
+};
+
+// One dispatch + combine round on one rank, checked against the scenario.
+void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inputs, const Options& options,
+               const std::string& what) {
+    const int R = env.num_ranks, L = sc.local_experts();
+    inputs.load(sc, env.rank, env.stream);
+    DeviceArray<int32_t> expert_stats(L);
+    DeviceArray<int64_t> wait_stats(R);
+    expert_stats.fill_bytes(0);
+    wait_stats.fill_bytes(0);
+
+    LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
+    dispatch.return_recv_hook = options.hook;
+    if (options.stats) {
+        dispatch.cumulative_local_expert_recv_stats =
+            TensorView::contiguous(expert_stats.data(), DType::kInt32, {L}, Device::cuda(env.device));
+        dispatch.wait_time_stats =
+            TensorView::contiguous(wait_stats.data(), DType::kInt64, {R}, Device::cuda(env.device));
+    }
+    LowLatencyDispatchResult dispatched = buffer.ll_dispatch(dispatch, env.stream);
+    SY_CHECK_EQ(bool(dispatched.receive), options.hook);
+    if (options.hook) dispatched.receive();
+    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    buffer.check_errors();
+    check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch");
+    if (options.stats) {
+        const auto stats = expert_stats.download();
+        for (int e = 0; e < L; ++e)
+            SY_CHECK_EQ(stats[e], sc.dispatched.outputs[env.rank].num_tokens_per_expert[e]);
+        for (int64_t ns : wait_stats.download()) SY_CHECK(ns >= 0);
+    }
+
+    LowLatencyCombineArgs combine = inputs.combine_args(R);
+    combine.return_recv_hook = options.hook;
+    DeviceArray<uint16_t> out(size_t(std::max(1, inputs.tokens)) * sc.c.hidden);
+    if (options.caller_out)
+        combine.out = TensorView::contiguous(out.data(), DType::kBFloat16, {inputs.tokens, sc.c.hidden},
+                                             Device::cuda(env.device));
+    if (options.zero_copy) {
+        const TensorView area = buffer.ll_combine_input(*dispatched.handle);
+        SY_CUDA_OK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2, cudaMemcpyDeviceToDevice,
+                                   env.stream));
+        combine.y = TensorView();
+        combine.zero_copy = true;
+    }
+    LowLatencyCombineResult combined = buffer.ll_combine(combine, dispatched.handle, env.stream);
+    if (options.hook) combined.receive();
+    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    buffer.check_errors();
+    if (options.caller_out) SY_CHECK(combined.out.view().ptr() == out.data());
+    check_combine(sc, env.rank, combined.out, env.stream, what + " combine");
+}
+
+std::vector<Case> main_cases() {
+    std::vector<Case> cases;
+    Case a;  // DeepSeek-like hidden, fp32 scales, T_ll tokens everywhere
+    a.hidden = 7168, a.topk = 8, a.experts = 32, a.seed = 11;
+    cases.push_back(a);
+    Case b;  // 2560, top-9, UE8M0, int32 ids, tokens 1 / 0 / odd / T_ll
+    b.hidden = 2560, b.topk = 9, b.experts = 32, b.format = ScaleFormat::kUE8M0, b.index_int64 = false,
+    b.tokens = {1, 0, 17, 32}, b.seed = 12;
+    cases.push_back(b);
+    Case c;  // bf16 passthrough, top-1
+    c.hidden = 2048, c.topk = 1, c.experts = 16, c.use_fp8 = false, c.tokens = {32, 5, 0, 1}, c.seed = 13;
+    cases.push_back(c);
+    Case d;  // all tokens to one expert, 8192
+    d.hidden = 8192, d.topk = 4, d.experts = 32, d.routing = Routing::kOneExpert, d.seed = 14;
+    cases.push_back(d);
+    Case e;  // many -1 slots, UE8M0 at 4096, top-2
+    e.hidden = 4096, e.topk = 2, e.experts = 64, e.format = ScaleFormat::kUE8M0, e.empty_slot_per_mille = 500,
+    e.seed = 15;
+    cases.push_back(e);
+    Case f;  // no tokens anywhere
+    f.hidden = 2048, f.topk = 3, f.experts = 16, f.tokens = {0}, f.seed = 16;
+    cases.push_back(f);
+    return cases;
+}
+
+}  // namespace
+
+SY_TEST(LowLatency, DispatchCombineMatchReference) {
+    require_gpus(1);
+    const auto cases = main_cases();
+    for (const RankConfig& rc : standard_rank_configs()) {
+        std::printf("  %s\n", rc.name().c_str());
+        std::vector<Scenario> scenarios;
+        for (const Case& c : cases) scenarios.push_back(make_scenario(c, rc.ranks));
+        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+            BufferConfig config = ll_config(Case{});
+            config.max_hidden = 8192;
+            config.ll_zero_copy_combine = true;
+            Buffer buffer(env.communicator, env.device, config);
+            for (size_t i = 0; i < cases.size(); ++i) {
+                RankInputs inputs(cases[i], rc.ranks, env.device);
+                Options options;
+                options.hook = i % 2 == 1;
+                options.caller_out = i % 3 == 1;
+                options.zero_copy = i % 3 == 2;
+                options.stats = i == 0;
+                run_round(buffer, env, scenarios[i], inputs, options,
+                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : ""));
+            }
+        });
+    }
+}
+
+SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
+    require_gpus(1);
+    for (const RankConfig& rc : standard_rank_configs()) {
+        if (rc.ranks == 1) continue;
+        std::printf("  %s\n", rc.name().c_str());
+        Case ca, cb;
+        ca.hidden = 7168, ca.topk = 8, ca.experts = 32, ca.seed = 21;
+        cb.hidden = 7168, cb.topk = 8, cb.experts = 32, cb.seed = 22, cb.format = ScaleFormat::kUE8M0;
+        const Scenario sa = make_scenario(ca, rc.ranks), sb = make_scenario(cb, rc.ranks);
+        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+            Buffer buffer(env.communicator, env.device, ll_config(ca));
+            RankInputs ia(ca, rc.ranks, env.device), ib(cb, rc.ranks, env.device);
+            ia.load(sa, env.rank, env.stream);
+            ib.load(sb, env.rank, env.stream);
+            for (int round = 0; round < 3; ++round) {
+                LowLatencyDispatchArgs da = ia.dispatch_args(), db = ib.dispatch_args();
+                da.return_recv_hook = db.return_recv_hook = true;
+                auto ra = buffer.ll_dispatch(da, env.stream);
+                auto rb = buffer.ll_dispatch(db, env.stream);
+                ra.receive();
+                rb.receive();
+                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                buffer.check_errors();
+                check_dispatch(sa, env.rank, ra, env.stream, "op A");
+                check_dispatch(sb, env.rank, rb, env.stream, "op B");
+                LowLatencyCombineArgs ca_args = ia.combine_args(rc.ranks),
+                                      cb_args = ib.combine_args(rc.ranks);
+                ca_args.return_recv_hook = cb_args.return_recv_hook = true;
+                auto oa = buffer.ll_combine(ca_args, ra.handle, env.stream);
+                auto ob = buffer.ll_combine(cb_args, rb.handle, env.stream);
+                oa.receive();
+                ob.receive();
+                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                buffer.check_errors();
+                check_combine(sa, env.rank, oa.out, env.stream, "combine A");
+                check_combine(sb, env.rank, ob.out, env.stream, "combine B");
+            }
+        });
+    }
+}
+
+SY_TEST(LowLatency, RejectsBadArguments) {
+    require_gpus(1);
+    run_ranks(1, 1, [&](RankEnv& env) {
+        Case c;
+        c.hidden = 2048, c.topk = 4, c.experts = 16;
+        Buffer buffer(env.communicator, env.device, ll_config(c));
+        RankInputs inputs(c, 1, env.device);
+        inputs.tokens = c.max_tokens;
+        LowLatencyDispatchArgs args = inputs.dispatch_args();
+        args.x = TensorView::contiguous(inputs.x.data(), DType::kBFloat16, {c.max_tokens + 1, c.hidden},
+                                        Device::cuda(env.device));
+        SY_CHECK_THROWS_WITH(buffer.ll_dispatch(args, env.stream), InvalidArgument, "ll_max_tokens_per_rank");
+        args = inputs.dispatch_args();
+        args.num_experts = 0;
+        SY_CHECK_THROWS_WITH(buffer.ll_dispatch(args, env.stream), InvalidArgument, "num_experts");
+        args = inputs.dispatch_args();
+        args.x.dtype = DType::kFloat32;
+        SY_CHECK_THROWS_WITH(buffer.ll_dispatch(args, env.stream), InvalidArgument, "x must be bf16");
+        SY_CHECK_THROWS_WITH(buffer.ll_combine(inputs.combine_args(1), nullptr, env.stream), InvalidArgument,
+                             "handle");
+    });
+}
+
+SY_TEST_MAIN()

@@ -1,0 +1,196 @@
+// Low-latency ops under CUDA-graph capture and replay (plain and hook mode, new data in the same
+// input buffers every replay), masking of a rank that stops taking part, a timeout without
+// masking (TimeoutError, then a collective reset), and a 1,000-iteration soak with routing that
+// changes every iteration. Every output is compared with the CPU reference.
+#include <cstdio>
+
+#include "ll_test_support.hpp"
+
+using namespace switchyard;
+using namespace switchyard::testing;
+using namespace switchyard::testing::ll;
+
+namespace {
+
+// Dispatch + combine of the inputs currently in `inputs` (no checks).
+struct Round {
+    LowLatencyDispatchResult dispatched;
+    LowLatencyCombineResult combined;
+};
+
+Round issue_round(Buffer& buffer, RankEnv& env, const RankInputs& inputs, bool hook) {
+    Round round;
+    LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
+    dispatch.return_recv_hook = hook;
+    round.dispatched = buffer.ll_dispatch(dispatch, env.stream);
+    if (hook) round.dispatched.receive();
+    LowLatencyCombineArgs combine = inputs.combine_args(env.num_ranks);
+    combine.return_recv_hook = hook;
+    round.combined = buffer.ll_combine(combine, round.dispatched.handle, env.stream);
+    if (hook) round.combined.receive();
+    return round;
+}
+
+void check_round(Buffer& buffer, RankEnv& env, const Scenario& sc, const Round& round,
+                 const std::string& what) {
+    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    buffer.check_errors();
+    check_dispatch(sc, env.rank, round.dispatched, env.stream, what);
+    check_combine(sc, env.rank, round.combined.out, env.stream, what);
+}
+
+}  // namespace
+
+SY_TEST(LowLatency, CudaGraphReplay) {
+    require_gpus(1);
+    for (const RankConfig& rc : standard_rank_configs()) {
+        if (rc.ranks == 1) continue;
+        std::printf("  %s\n", rc.name().c_str());
+        Case c;
+        c.hidden = 2560, c.topk = 8, c.experts = 32;
+        std::vector<Scenario> scenarios;
+        for (int i = 0; i < 5; ++i) {
+            c.seed = 31 + i;
+            scenarios.push_back(make_scenario(c, rc.ranks));
+        }
+        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+            Buffer buffer(env.communicator, env.device, ll_config(c));
+            RankInputs inputs(c, rc.ranks, env.device);
+            for (bool hook : {false, true}) {
+                const std::string mode = hook ? "graph (hook)" : "graph";
+                inputs.load(scenarios[0], env.rank, env.stream);
+                // Warm-up outside the capture compiles and loads the kernels.
+                check_round(buffer, env, scenarios[0], issue_round(buffer, env, inputs, hook),
+                            mode + " warm-up");
+
+                cudaGraph_t graph = nullptr;
+                cudaGraphExec_t exec = nullptr;
+                SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+                Round captured = issue_round(buffer, env, inputs, hook);
+                SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
+                SY_CUDA_OK(
+                    cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+                for (int i = 1; i < 5; ++i) {
+                    inputs.load(scenarios[i], env.rank, env.stream);
+                    SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                    check_round(buffer, env, scenarios[i], captured, mode + " replay " + std::to_string(i));
+                }
+                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                SY_CUDA_OK(cudaGraphExecDestroy(exec));
+                SY_CUDA_OK(cudaGraphDestroy(graph));
+            }
+        });
+    }
+}
+
+SY_TEST(LowLatency, MasksUnresponsiveRank) {
+    require_gpus(1);
+    const int gpus = cuda_device_count() >= 2 ? 2 : 1;
+    const int ranks = 4, absent = 3;
+    Case c;
+    c.hidden = 2048, c.topk = 4, c.experts = 16, c.seed = 41;
+    const Scenario everyone = make_scenario(c, ranks);
+    c.absent.assign(ranks, false);
+    c.absent[absent] = true;
+    c.seed = 42;
+    const Scenario without_first = make_scenario(c, ranks);
+    c.seed = 43;
+    const Scenario without_second = make_scenario(c, ranks);
+    run_ranks(ranks, gpus, [&](RankEnv& env) {
+        BufferConfig config = ll_config(c);
+        config.ll_mask_unresponsive_ranks = true;
+        config.timeout_seconds = 0.5;
+        Buffer buffer(env.communicator, env.device, config);
+        RankInputs inputs(c, ranks, env.device);
+        inputs.load(everyone, env.rank, env.stream);
+        check_round(buffer, env, everyone, issue_round(buffer, env, inputs, false), "all ranks");
+        SY_CHECK(buffer.ll_query_mask() == std::vector<int32_t>(ranks, 0));
+        if (env.rank != absent) {
+            // Rank `absent` stops taking part: the others mask it after the timeout and go on.
+            inputs.load(without_first, env.rank, env.stream);
+            DeviceArray<int64_t> wait_stats(ranks);
+            wait_stats.fill_bytes(0);
+            LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
+            dispatch.wait_time_stats =
+                TensorView::contiguous(wait_stats.data(), DType::kInt64, {ranks}, Device::cuda(env.device));
+            Round round;
+            round.dispatched = buffer.ll_dispatch(dispatch, env.stream);
+            round.combined =
+                buffer.ll_combine(inputs.combine_args(ranks), round.dispatched.handle, env.stream);
+            check_round(buffer, env, without_first, round, "rank 3 unresponsive");
+            std::vector<int32_t> expected_mask(ranks, 0);
+            expected_mask[absent] = 1;
+            SY_CHECK(buffer.ll_query_mask() == expected_mask);
+            SY_CHECK_MSG(wait_stats.download()[absent] >= 300000000,
+                         "waited " << wait_stats.download()[absent] << " ns");
+            // Later ops skip the masked rank without waiting.
+            inputs.load(without_second, env.rank, env.stream);
+            const auto start = std::chrono::steady_clock::now();
+            check_round(buffer, env, without_second, issue_round(buffer, env, inputs, env.rank % 2 == 0),
+                        "rank 3 masked");
+            SY_CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(400));
+            buffer.ll_set_mask(absent, false);
+            SY_CHECK(buffer.ll_query_mask() == std::vector<int32_t>(ranks, 0));
+            buffer.ll_set_mask(absent, true);
+            SY_CHECK(buffer.ll_query_mask() == expected_mask);
+            buffer.ll_clear_mask();
+            SY_CHECK(buffer.ll_query_mask() == std::vector<int32_t>(ranks, 0));
+        }
+        env.communicator->barrier(std::chrono::seconds(60));
+    });
+}
+
+SY_TEST(LowLatency, TimeoutWithoutMaskingIsAnError) {
+    require_gpus(1);
+    Case c;
+    c.hidden = 2048, c.topk = 2, c.experts = 8, c.seed = 51;
+    const Scenario sc = make_scenario(c, 2);
+    run_ranks(2, 1, [&](RankEnv& env) {
+        BufferConfig config = ll_config(c);
+        config.timeout_seconds = 0.5;
+        Buffer buffer(env.communicator, env.device, config);
+        RankInputs inputs(c, 2, env.device);
+        inputs.load(sc, env.rank, env.stream);
+        if (env.rank == 0) {
+            buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
+            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+            bool thrown = false;
+            try {
+                buffer.check_errors();
+            } catch (const TimeoutError& error) {
+                thrown = true;
+                SY_CHECK_EQ(error.peer(), 1);
+                SY_CHECK_EQ(error.phase(), std::string("low-latency dispatch"));
+            }
+            SY_CHECK(thrown);
+        }
+        buffer.reset();
+        check_round(buffer, env, sc, issue_round(buffer, env, inputs, false), "after reset");
+    });
+}
+
+SY_TEST(LowLatency, Soak1000Iterations) {
+    require_gpus(1);
+    const int gpus = cuda_device_count() >= 2 ? 2 : 1;
+    Case base;
+    base.hidden = 1024, base.topk = 4, base.experts = 8, base.max_tokens = 16;
+    run_ranks(2, gpus, [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, ll_config(base));
+        RankInputs inputs(base, 2, env.device);
+        for (int iteration = 0; iteration < 1000; ++iteration) {
+            Case c = base;
+            c.seed = 1000 + iteration;  // new routing and data every iteration
+            c.tokens = {int(mix(c.seed) % 17), int(mix(c.seed + 1) % 17)};
+            c.format = iteration % 3 == 0 ? ScaleFormat::kUE8M0 : ScaleFormat::kFloat32;
+            c.use_fp8 = iteration % 5 != 0;
+            c.index_int64 = iteration % 2 == 0;
+            const Scenario sc = make_scenario(c, 2);
+            inputs.c = c;
+            inputs.load(sc, env.rank, env.stream);
+            check_round(buffer, env, sc, issue_round(buffer, env, inputs, iteration % 4 == 1),
+                        "soak iteration " + std::to_string(iteration));
+        }
+    });
+}
+
+SY_TEST_MAIN()
