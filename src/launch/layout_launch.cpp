@@ -15,12 +15,13 @@ void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs arg
     // As many warps as the per-warp counters allow in shared memory (at most 32), but no more
     // than one warp per 8 tokens: the scan over warps costs more than it saves below that.
     constexpr int64_t kSharedLimit = 200 * 1024;
-    const int64_t per_warp = device::layout_shared_bytes(1, args.num_experts, args.num_ranks);
+    const int64_t per_warp = device::layout_shared_bytes(1, args.num_experts, args.num_ranks, args.topk);
     int warps = static_cast<int>(std::min<int64_t>(32, kSharedLimit / per_warp));
-    warps = std::max(1, std::min(warps, (args.num_tokens + 7) / 8));
+    warps = std::max(1, std::min(warps, (args.num_tokens + 31) / 32));
     jit::LaunchConfig config;
     config.block[0] = 32 * warps;
-    config.shared_bytes = static_cast<unsigned>(device::layout_shared_bytes(warps, args.num_experts, args.num_ranks));
+    config.shared_bytes =
+        static_cast<unsigned>(device::layout_shared_bytes(warps, args.num_experts, args.num_ranks, args.topk) + 16);
     config.stream = context.stream;
     kernel.ensure_dynamic_shared(config.shared_bytes);
     jit::launch(kernel, config, &args, sizeof(args));

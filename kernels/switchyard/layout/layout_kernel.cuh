@@ -31,8 +31,9 @@ struct LayoutArgs {
 };
 
 // Shared memory of the kernel: per-warp counters for every expert and rank.
-SY_HOST_DEVICE int64_t layout_shared_bytes(int num_warps, int num_experts, int num_ranks) {
-    return int64_t(num_warps) * (num_experts + num_ranks) * 4;
+SY_HOST_DEVICE int64_t layout_shared_bytes(int num_warps, int num_experts, int num_ranks, int topk = 32) {
+    // Per warp: counters for every expert and rank, then a batch of 32 tokens' ids (int64).
+    return int64_t(num_warps) * (align_up(int64_t(num_experts + num_ranks) * 4, 8) + 32 * int64_t(topk) * 8);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -41,14 +42,27 @@ namespace layout_detail {
 
 // One token by one warp: lanes k < K hold the top-k entries. Updates the warp's counters and,
 // in the writing pass, the token's outputs.
-template <typename IndexT, bool kWrite>
-SY_DEVICE void process_token(const LayoutArgs& args, int token, int32_t* expert_counts, int32_t* rank_counts,
-                             bool& routing_ok) {
+// Ids of the warp's next kLayoutBatch tokens, loaded with all lanes at once: the per-token walk
+// then reads shared memory instead of waiting on one global load per token.
+constexpr int kLayoutBatch = 32;
+
+template <typename IndexT>
+SY_DEVICE void stage_ids(const LayoutArgs& args, int first, int count, int64_t* staged) {
+    for (int i = int(ptx::lane_id()); i < count * args.topk; i += 32) {
+        const int token = first + i / args.topk, k = i % args.topk;
+        staged[i] = int64_t(static_cast<const IndexT*>(args.topk_idx)[int64_t(token) * args.topk_row_stride + k]);
+    }
+    __syncwarp();
+}
+
+template <bool kWrite>
+SY_DEVICE void process_token(const LayoutArgs& args, int token, const int64_t* staged_ids, int32_t* expert_counts,
+                             int32_t* rank_counts, bool& routing_ok) {
     const uint32_t lane = ptx::lane_id();
     const int experts_per_rank = args.num_experts / args.num_ranks;
     const bool active = int(lane) < args.topk;
     int64_t expert = -1;
-    if (active) expert = static_cast<const IndexT*>(args.topk_idx)[int64_t(token) * args.topk_row_stride + lane];
+    if (active) expert = staged_ids[lane];
     const bool bad = active && (expert < -1 || expert >= args.num_experts);
     const uint32_t bad_mask = __ballot_sync(0xffffffffu, bad);
     if (bad_mask != 0) {
@@ -100,10 +114,13 @@ SY_DEVICE void process_token(const LayoutArgs& args, int token, int32_t* expert_
 
 template <typename IndexT>
 __global__ void __launch_bounds__(1024, 1) layout_kernel(const __grid_constant__ LayoutArgs args) {
-    extern __shared__ int32_t shared_counts[];
+    extern __shared__ __align__(16) int32_t shared_counts[];
     const int num_warps = blockDim.x / 32, warp = threadIdx.x / 32;
     const int columns = args.num_experts + args.num_ranks;
     for (int i = threadIdx.x; i < num_warps * columns; i += blockDim.x) shared_counts[i] = 0;
+    // Id batches live after all warps' counters (8-byte aligned).
+    int64_t* staged_ids = reinterpret_cast<int64_t*>(shared_counts + align_up(int64_t(num_warps) * columns, 2)) +
+                          int64_t(warp) * layout_detail::kLayoutBatch * args.topk;
     __syncthreads();
 
     int32_t* expert_counts = shared_counts + warp * columns;
@@ -111,8 +128,14 @@ __global__ void __launch_bounds__(1024, 1) layout_kernel(const __grid_constant__
     const int first = int(int64_t(args.num_tokens) * warp / num_warps);
     const int last = int(int64_t(args.num_tokens) * (warp + 1) / num_warps);
     bool routing_ok = true;
-    for (int token = first; token < last; ++token)
-        layout_detail::process_token<IndexT, false>(args, token, expert_counts, rank_counts, routing_ok);
+    for (int batch = first; batch < last; batch += layout_detail::kLayoutBatch) {
+        const int count = min(layout_detail::kLayoutBatch, last - batch);
+        layout_detail::stage_ids<IndexT>(args, batch, count, staged_ids);
+        for (int i = 0; i < count; ++i)
+            layout_detail::process_token<false>(args, batch + i, staged_ids + i * args.topk, expert_counts, rank_counts,
+                                                routing_ok);
+        __syncwarp();
+    }
     __syncthreads();
 
     // Exclusive scan over warps, column by column: warp w starts where warps < w ended.
@@ -130,8 +153,14 @@ __global__ void __launch_bounds__(1024, 1) layout_kernel(const __grid_constant__
     }
     __syncthreads();
 
-    for (int token = first; token < last; ++token)
-        layout_detail::process_token<IndexT, true>(args, token, expert_counts, rank_counts, routing_ok);
+    for (int batch = first; batch < last; batch += layout_detail::kLayoutBatch) {
+        const int count = min(layout_detail::kLayoutBatch, last - batch);
+        layout_detail::stage_ids<IndexT>(args, batch, count, staged_ids);
+        for (int i = 0; i < count; ++i)
+            layout_detail::process_token<true>(args, batch + i, staged_ids + i * args.topk, expert_counts, rank_counts,
+                                               routing_ok);
+        __syncwarp();
+    }
 }
 
 #endif
