@@ -6,6 +6,7 @@
 #include "ht_bench.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -200,7 +201,8 @@ int run_ht_bench(int argc, char** argv) {
     std::map<std::pair<bool, int>, double> combine_median;
     for (bool fp8 : {true, false}) {
         for (int sms : sms_list) {
-            std::vector<std::vector<double>> dispatch_samples(R), combine_samples(R);
+            std::vector<std::vector<double>> dispatch_samples(R), combine_samples(R), host_dispatch_us(R),
+                host_combine_us(R);
             std::vector<int64_t> bytes_out(R), bytes_in(R), combine_out(R), combine_in(R);
             for_all_ranks([&](RankState& state) {
                 DispatchArgs args;
@@ -226,7 +228,10 @@ int run_ht_bench(int argc, char** argv) {
                     comm.barrier(std::chrono::seconds(60));
                     state.buffer->barrier(state.stream);
                     state.timer->start(state.stream);
+                    const auto host_start = std::chrono::steady_clock::now();
                     DispatchResult result = state.buffer->dispatch(args, state.stream);
+                    const double host_dispatch =
+                        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start).count();
                     state.timer->stop(state.stream);
                     const double dispatch_us = state.timer->elapsed_us();
                     // Combine (same handle)
@@ -235,13 +240,19 @@ int run_ht_bench(int argc, char** argv) {
                     comm.barrier(std::chrono::seconds(60));
                     state.buffer->barrier(state.stream);
                     state.timer->start(state.stream);
+                    const auto host_combine_start = std::chrono::steady_clock::now();
                     CombineResult combined = state.buffer->combine(combine, result.handle, state.stream);
+                    const double host_combine =
+                        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_combine_start)
+                            .count();
                     state.timer->stop(state.stream);
                     const double combine_us = state.timer->elapsed_us();
                     state.buffer->check_errors();
                     if (iter >= options.warmup) {
                         dispatch_samples[state.rank].push_back(dispatch_us);
                         combine_samples[state.rank].push_back(combine_us);
+                        host_dispatch_us[state.rank].push_back(host_dispatch);
+                        host_combine_us[state.rank].push_back(host_combine);
                     }
                     if (iter == 0) {
                         // Bytes this rank moved: record bytes per row (payload + scales + metadata).
@@ -299,6 +310,9 @@ int run_ht_bench(int argc, char** argv) {
                 record.buffer_bytes = int64_t(ranks[0].buffer->buffer_bytes());
                 record.stamp(run);
                 record.extra.emplace_back("dispatch_dtype", JsonValue(std::string(fp8 ? "fp8" : "bf16")));
+                // CPU time of the call itself (rank 0), the host-overhead figure of DESIGN.md §9.
+                record.extra.emplace_back("host_us_median",
+                                          JsonValue(summarize(op == 0 ? host_dispatch_us[0] : host_combine_us[0]).median));
                 record.extra.emplace_back("count_mode", JsonValue(std::string("device")));
                 record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model.num_sms)));
                 record.extra.emplace_back("is_model_choice", JsonValue(sms == model.num_sms));
@@ -309,8 +323,9 @@ int run_ht_bench(int argc, char** argv) {
                 records.push_back(record);
                 (op == 0 ? dispatch_median : combine_median)[{fp8, sms}] = record.time_us.median;
             }
-            std::printf("  %s sms=%2d: dispatch %8.1f us, combine %8.1f us\n", fp8 ? "fp8 " : "bf16", sms,
-                        dispatch_median[{fp8, sms}], combine_median[{fp8, sms}]);
+            std::printf("  %s sms=%2d: dispatch %8.1f us (host %.1f us), combine %8.1f us (host %.1f us)\n",
+                        fp8 ? "fp8 " : "bf16", sms, dispatch_median[{fp8, sms}], summarize(host_dispatch_us[0]).median,
+                        combine_median[{fp8, sms}], summarize(host_combine_us[0]).median);
         }
     }
     // Model check: is the model's choice within 5% of the sweep's best?

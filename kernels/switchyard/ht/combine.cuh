@@ -119,36 +119,47 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
     } else {
         for (int q = 0; q < c.num_ranks; ++q) num_slots += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
     }
-    for (int channel = int(lane) * 8; channel < c.hidden; channel += 256) {
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        float v[8];
-        if (args.bias0) {
-            unpack8(*reinterpret_cast<const uint4*>(args.bias0 + int64_t(token) * args.bias0_stride + channel), v);
+    // Four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
+    // per channel the order stays bias0, bias1, slots ascending.
+    constexpr int kChunks = 4;
+    for (int group = int(lane) * 8; group < c.hidden; group += 256 * kChunks) {
+        float acc[kChunks][8];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) acc[i] += v[i];
-        }
-        if (args.bias1) {
-            unpack8(*reinterpret_cast<const uint4*>(args.bias1 + int64_t(token) * args.bias1_stride + channel), v);
+        for (int u = 0; u < kChunks; ++u)
 #pragma unroll
-            for (int i = 0; i < 8; ++i) acc[i] += v[i];
-        }
+            for (int i = 0; i < 8; ++i) acc[u][i] = 0.0f;
+        auto accumulate = [&](const uint8_t* row_bytes, bool use_weight, float w) {
+            uint4 raw[kChunks];
+#pragma unroll
+            for (int u = 0; u < kChunks; ++u) {
+                const int channel = group + u * 256;
+                raw[u] = channel < c.hidden ? *reinterpret_cast<const uint4*>(row_bytes + int64_t(channel) * 2)
+                                            : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int u = 0; u < kChunks; ++u) {
+                float v[8];
+                unpack8(raw[u], v);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc[u][i] = use_weight ? fmaf(w, v[i], acc[u][i]) : acc[u][i] + v[i];
+            }
+        };
+        if (args.bias0) accumulate(reinterpret_cast<const uint8_t*>(args.bias0 + int64_t(token) * args.bias0_stride), false, 1.0f);
+        if (args.bias1) accumulate(reinterpret_cast<const uint8_t*>(args.bias1 + int64_t(token) * args.bias1_stride), false, 1.0f);
         for (int slot = 0; slot < num_slots; ++slot) {
             float w = 1.0f;
             if (args.mode == 1) {
                 if (args.topk_idx[int64_t(token) * c.topk + slot] < 0) continue;
                 if (args.weighted) w = args.home_weights[int64_t(token) * args.home_weights_stride + slot];
             }
-            const uint8_t* record = combine_record(args, c.local_base, slot, token);
-            unpack8(*reinterpret_cast<const uint4*>(record + channel * 2), v);
-            if (args.mode == 1 && args.weighted) {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) acc[i] = fmaf(w, v[i], acc[i]);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) acc[i] += v[i];
-            }
+            accumulate(combine_record(args, c.local_base, slot, token), args.mode == 1 && args.weighted, w);
         }
-        *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) = pack8(acc);
+#pragma unroll
+        for (int u = 0; u < kChunks; ++u) {
+            const int channel = group + u * 256;
+            if (channel < c.hidden)
+                *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) = pack8(acc[u]);
+        }
     }
     if (args.combined_weights && int(lane) < c.topk) {
         const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];

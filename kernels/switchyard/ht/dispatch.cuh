@@ -108,9 +108,17 @@ SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
     }
 }
 
-// Loads (or quantizes) token `token` into `stage` (payload then scales, record layout).
+// Starts the bulk load of token `token`'s payload into `stage` (lane 0).
+SY_DEVICE void issue_load(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier) {
+    const RecordLayout& r = args.record;
+    ptx::mbarrier_arrive_expect_tx(barrier, uint32_t(r.payload_bytes));
+    ptx::bulk_load(stage, args.x + int64_t(token) * args.x_row_stride_bytes, uint32_t(r.payload_bytes), barrier);
+}
+
+// Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
+// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here.
 SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
-                           uint32_t& phase) {
+                           uint32_t& phase, bool prefetched) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     const RecordLayout& r = args.record;
@@ -166,10 +174,7 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
         __syncwarp();
         return;
     }
-    if (lane == 0) {
-        ptx::mbarrier_arrive_expect_tx(barrier, uint32_t(r.payload_bytes));
-        ptx::bulk_load(stage, args.x + int64_t(token) * args.x_row_stride_bytes, uint32_t(r.payload_bytes), barrier);
-    }
+    if (!prefetched && lane == 0) issue_load(args, token, stage, barrier);
     if (args.input_payload == kPayloadFp8) {
         uint32_t* scales = reinterpret_cast<uint32_t*>(stage + r.scale_offset);
         const int words = int(r.scale_bytes / 4);
@@ -254,13 +259,28 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         const int last = int(int64_t(c.num_tokens) * (global_warp + 1) / total_warps);
         uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * args.stage_bytes;
         uint32_t phases[2] = {0u, 0u};
+        // Without quantization the next token's bulk load is issued before this token is sent,
+        // so its latency hides behind the sends.
+        const bool prefetch = !args.quantize;
         for (int token = first; token < last; ++token) {
             const int stage = (token - first) & 1;
-            // The stores issued from this stage two tokens ago must have read it.
-            if (lane == 0) ptx::bulk_wait_read<1>();
-            __syncwarp();
+            if (!prefetch || token == first) {
+                // The stores issued from this stage two tokens ago must have read it.
+                if (lane == 0) ptx::bulk_wait_read<1>();
+                __syncwarp();
+            }
             ht_detail::stage_token(args, token, stages + int64_t(stage) * args.stage_bytes,
-                                   &stage_barriers[warp][stage], phases[stage]);
+                                   &stage_barriers[warp][stage], phases[stage], prefetch && token != first);
+            if (prefetch && token + 1 < last) {
+                const int next = stage ^ 1;
+                // The next stage was last read by the stores of token - 1: let them finish reading.
+                if (lane == 0) {
+                    ptx::bulk_wait_read<0>();
+                    ht_detail::issue_load(args, token + 1, stages + int64_t(next) * args.stage_bytes,
+                                          &stage_barriers[warp][next]);
+                }
+                __syncwarp();
+            }
             ht_detail::send_token(args, token, stages + int64_t(stage) * args.stage_bytes, dest_offset);
         }
         if (lane == 0) ptx::bulk_wait<0>();
