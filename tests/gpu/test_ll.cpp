@@ -20,14 +20,26 @@ struct Options {
 };
 
 // One dispatch + combine round on one rank, checked against the scenario.
-void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inputs, const Options& options,
-               const std::string& what) {
+// Per-rank device scratch of the rounds, allocated once before the first op. Nothing may be
+// cudaMalloc'ed or cudaFree'd between ops: with several ranks per GPU (one process, one context),
+// cudaFree waits for every kernel on the device, including a peer's LL kernel that already waits
+// for this rank's next op, so the two ranks deadlock until the LL timeout fires.
+struct RoundScratch {
+    DeviceArray<int32_t> expert_stats;
+    DeviceArray<int64_t> wait_stats;
+    DeviceArray<uint16_t> out;
+    RoundScratch(int max_local_experts, int num_ranks, size_t out_elements)
+        : expert_stats(max_local_experts), wait_stats(num_ranks), out(out_elements) {}
+};
+
+void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inputs, RoundScratch& scratch,
+               const Options& options, const std::string& what) {
     const int R = env.num_ranks, L = sc.local_experts();
     inputs.load(sc, env.rank, env.stream);
-    DeviceArray<int32_t> expert_stats(L);
-    DeviceArray<int64_t> wait_stats(R);
-    expert_stats.fill_bytes(0);
-    wait_stats.fill_bytes(0);
+    DeviceArray<int32_t>& expert_stats = scratch.expert_stats;
+    DeviceArray<int64_t>& wait_stats = scratch.wait_stats;
+    SY_CUDA_OK(cudaMemsetAsync(expert_stats.data(), 0, sizeof(int32_t) * L, env.stream));
+    SY_CUDA_OK(cudaMemsetAsync(wait_stats.data(), 0, sizeof(int64_t) * R, env.stream));
 
     LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
     dispatch.return_recv_hook = options.hook;
@@ -44,15 +56,16 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     buffer.check_errors();
     check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch");
     if (options.stats) {
-        const auto stats = expert_stats.download();
+        const auto stats = download<int32_t>(expert_stats.data(), L, env.stream);
         for (int e = 0; e < L; ++e)
             SY_CHECK_EQ(stats[e], sc.dispatched.outputs[env.rank].num_tokens_per_expert[e]);
-        for (int64_t ns : wait_stats.download()) SY_CHECK(ns >= 0);
+        for (int64_t ns : download<int64_t>(wait_stats.data(), R, env.stream)) SY_CHECK(ns >= 0);
     }
 
     LowLatencyCombineArgs combine = inputs.combine_args(R);
     combine.return_recv_hook = options.hook;
-    DeviceArray<uint16_t> out(size_t(std::max(1, inputs.tokens)) * sc.c.hidden);
+    DeviceArray<uint16_t>& out = scratch.out;
+    SY_CHECK(out.size() >= size_t(inputs.tokens) * sc.c.hidden);
     if (options.caller_out)
         combine.out = TensorView::contiguous(out.data(), DType::kBFloat16, {inputs.tokens, sc.c.hidden},
                                              Device::cuda(env.device));
@@ -110,14 +123,26 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
             config.max_hidden = 8192;
             config.ll_zero_copy_combine = true;
             Buffer buffer(env.communicator, env.device, config);
+            // All device memory of the test is allocated before the first op (see RoundScratch).
+            std::vector<RankInputs> all_inputs;
+            all_inputs.reserve(cases.size());
+            int max_local_experts = 1, max_tokens = 1;
+            for (const Case& c : cases) {
+                all_inputs.emplace_back(c, rc.ranks, env.device);
+                max_local_experts = std::max(max_local_experts, c.experts / rc.ranks);
+                max_tokens = std::max(max_tokens, c.max_tokens);
+            }
+            RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden);
+            SY_CUDA_OK(cudaDeviceSynchronize());
+            env.communicator->barrier(std::chrono::seconds(60));
             for (size_t i = 0; i < cases.size(); ++i) {
-                RankInputs inputs(cases[i], rc.ranks, env.device);
+                RankInputs& inputs = all_inputs[i];
                 Options options;
                 options.hook = i % 2 == 1;
                 options.caller_out = i % 3 == 1;
                 options.zero_copy = i % 3 == 2;
                 options.stats = i == 0;
-                run_round(buffer, env, scenarios[i], inputs, options,
+                run_round(buffer, env, scenarios[i], inputs, scratch, options,
                           rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : ""));
             }
         });

@@ -97,6 +97,19 @@ SY_TEST(LowLatency, MasksUnresponsiveRank) {
     c.seed = 43;
     const Scenario without_second = make_scenario(c, ranks);
     run_ranks(ranks, gpus, [&](RankEnv& env) {
+        {
+            // Load every kernel this test uses (plain and hook mode) before the 0.5 s timeout
+            // applies: a first use JIT-compiles, which takes far longer than 0.5 s, and a rank
+            // still compiling looks unresponsive to its peers, which would mask a live rank (the
+            // masked round runs hook mode on even ranks, kernels not used before in this test).
+            Buffer warm(env.communicator, env.device, ll_config(c));
+            RankInputs inputs(c, ranks, env.device);
+            inputs.load(everyone, env.rank, env.stream);
+            for (bool hook : {false, true})
+                check_round(warm, env, everyone, issue_round(warm, env, inputs, hook),
+                            hook ? "warm-up (hook)" : "warm-up");
+        }
+        env.communicator->barrier(std::chrono::seconds(60));
         BufferConfig config = ll_config(c);
         config.ll_mask_unresponsive_ranks = true;
         config.timeout_seconds = 0.5;
