@@ -216,6 +216,10 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     ptx::fence_acq_rel_sys();
     __syncthreads();
     if (threadIdx.x == 0) {
+        // The fence after the barrier is what makes the whole block's writes (observed through the
+        // barrier) precede this arrival: fences are cumulative only over writes the fencing thread
+        // has observed, so the per-thread fences above are not enough on their own.
+        ptx::fence_acq_rel_sys();
         const unsigned long long finished =
             atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
         if (finished + 1 == gridDim.x) {
