@@ -51,14 +51,22 @@ HtOptions parse(int argc, char** argv) {
             if (i + 1 >= argc) throw InvalidArgument("missing value after " + arg);
             return argv[++i];
         };
-        if (arg == "--out") options.out = next();
-        else if (arg == "--iters") options.iters = std::stoi(next());
-        else if (arg == "--warmup") options.warmup = std::stoi(next());
-        else if (arg == "--tokens") options.tokens = std::stoi(next());
-        else if (arg == "--hidden") options.hidden = std::stoi(next());
-        else if (arg == "--topk") options.topk = std::stoi(next());
-        else if (arg == "--experts") options.experts = std::stoi(next());
-        else if (arg == "--gpus") options.gpus = std::stoi(next());
+        if (arg == "--out")
+            options.out = next();
+        else if (arg == "--iters")
+            options.iters = std::stoi(next());
+        else if (arg == "--warmup")
+            options.warmup = std::stoi(next());
+        else if (arg == "--tokens")
+            options.tokens = std::stoi(next());
+        else if (arg == "--hidden")
+            options.hidden = std::stoi(next());
+        else if (arg == "--topk")
+            options.topk = std::stoi(next());
+        else if (arg == "--experts")
+            options.experts = std::stoi(next());
+        else if (arg == "--gpus")
+            options.gpus = std::stoi(next());
         else if (arg == "--sweep") {
             options.sweep.clear();
             std::string list = next();
@@ -67,7 +75,8 @@ HtOptions parse(int argc, char** argv) {
                 options.sweep.push_back(std::stoi(list.substr(start, comma - start)));
                 start = comma == std::string::npos ? list.size() : comma + 1;
             }
-        } else throw InvalidArgument("ht: unknown option " + arg);
+        } else
+            throw InvalidArgument("ht: unknown option " + arg);
     }
     return options;
 }
@@ -107,8 +116,8 @@ int run_ht_bench(int argc, char** argv) {
     }
     const int R = options.gpus, T = options.tokens, H = options.hidden, K = options.topk, E = options.experts;
     const RunInfo run = collect_run_info(R);
-    std::printf("switchyard-bench ht on %d x %s (commit %s): EP%d, %d tokens/rank, hidden %d, top-%d of %d\n", R,
-                run.gpu.c_str(), run.commit.c_str(), R, T, H, K, E);
+    std::printf("switchyard-bench ht on %d x %s (commit %s): EP%d, %d tokens/rank, hidden %d, top-%d of %d\n",
+                R, run.gpu.c_str(), run.commit.c_str(), R, T, H, K, E);
 
     // Baselines first, in the same run.
     P2pCopyOptions p2p;
@@ -116,8 +125,10 @@ int run_ht_bench(int argc, char** argv) {
     const auto copies = measure_p2p_copy(p2p);
     double peer_bound = 0, peer_bound_bidirectional = 0;
     for (const auto& copy : copies) {
-        if (copy.bidirectional) peer_bound_bidirectional = std::max(peer_bound_bidirectional, copy.gbps_per_direction);
-        else peer_bound = std::max(peer_bound, copy.gbps_per_direction);
+        if (copy.bidirectional)
+            peer_bound_bidirectional = std::max(peer_bound_bidirectional, copy.gbps_per_direction);
+        else
+            peer_bound = std::max(peer_bound, copy.gbps_per_direction);
     }
     std::map<std::pair<bool, int>, double> nccl_us;  // (fp8, phase) -> median us
     disable_nvls_unless_set();
@@ -177,7 +188,8 @@ int run_ht_bench(int argc, char** argv) {
         SWITCHYARD_BENCH_CUDA(cudaMalloc(&state.y, size_t(R) * T * H * 2));
         SWITCHYARD_BENCH_CUDA(cudaMemcpy(state.x_bf16, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
         SWITCHYARD_BENCH_CUDA(cudaMemcpy(state.x_fp8, x8.data(), x8.size(), cudaMemcpyHostToDevice));
-        SWITCHYARD_BENCH_CUDA(cudaMemcpy(state.scales, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+        SWITCHYARD_BENCH_CUDA(
+            cudaMemcpy(state.scales, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
         SWITCHYARD_BENCH_CUDA(cudaMemcpy(state.idx, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
         SWITCHYARD_BENCH_CUDA(cudaMemset(state.y, 0x3c, size_t(R) * T * H * 2));
         state.flusher = std::make_unique<L2Flusher>(state.device);
@@ -193,7 +205,8 @@ int run_ht_bench(int argc, char** argv) {
     model_input.num_device_sms = ranks[0].buffer->sm_budget();
     const SmModelResult model = model_num_sms(model_input);
     std::vector<int> sms_list = options.sweep;
-    if (std::find(sms_list.begin(), sms_list.end(), model.num_sms) == sms_list.end()) sms_list.push_back(model.num_sms);
+    if (std::find(sms_list.begin(), sms_list.end(), model.num_sms) == sms_list.end())
+        sms_list.push_back(model.num_sms);
     std::sort(sms_list.begin(), sms_list.end());
 
     std::vector<BenchRecord> records;
@@ -209,7 +222,8 @@ int run_ht_bench(int argc, char** argv) {
                 const Device dev = Device::cuda(state.device);
                 if (fp8) {
                     args.x = TensorView::contiguous(state.x_fp8, DType::kFloat8E4M3, {T, H}, dev);
-                    args.x_scales = TensorView::contiguous(state.scales, DType::kFloat32, {T, int64_t(scale_words)}, dev);
+                    args.x_scales =
+                        TensorView::contiguous(state.scales, DType::kFloat32, {T, int64_t(scale_words)}, dev);
                 } else {
                     args.x = TensorView::contiguous(state.x_bf16, DType::kBFloat16, {T, H}, dev);
                 }
@@ -230,8 +244,9 @@ int run_ht_bench(int argc, char** argv) {
                     state.timer->start(state.stream);
                     const auto host_start = std::chrono::steady_clock::now();
                     DispatchResult result = state.buffer->dispatch(args, state.stream);
-                    const double host_dispatch =
-                        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_start).count();
+                    const double host_dispatch = std::chrono::duration<double, std::micro>(
+                                                     std::chrono::steady_clock::now() - host_start)
+                                                     .count();
                     state.timer->stop(state.stream);
                     const double dispatch_us = state.timer->elapsed_us();
                     // Combine (same handle)
@@ -242,9 +257,9 @@ int run_ht_bench(int argc, char** argv) {
                     state.timer->start(state.stream);
                     const auto host_combine_start = std::chrono::steady_clock::now();
                     CombineResult combined = state.buffer->combine(combine, result.handle, state.stream);
-                    const double host_combine =
-                        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host_combine_start)
-                            .count();
+                    const double host_combine = std::chrono::duration<double, std::micro>(
+                                                    std::chrono::steady_clock::now() - host_combine_start)
+                                                    .count();
                     state.timer->stop(state.stream);
                     const double combine_us = state.timer->elapsed_us();
                     state.buffer->check_errors();
@@ -256,12 +271,15 @@ int run_ht_bench(int argc, char** argv) {
                     }
                     if (iter == 0) {
                         // Bytes this rank moved: record bytes per row (payload + scales + metadata).
-                        const auto record = device::RecordLayout::dispatch(H, fp8 ? device::kPayloadFp8 : device::kPayloadBf16,
-                                                                           fp8 ? device::kScaleFloat32 : device::kScaleNone, K);
-                        const int64_t row_bytes = record.meta_offset + 4 * device::RecordLayout::dispatch_meta_words(K);
+                        const auto record = device::RecordLayout::dispatch(
+                            H, fp8 ? device::kPayloadFp8 : device::kPayloadBf16,
+                            fp8 ? device::kScaleFloat32 : device::kScaleNone, K);
+                        const int64_t row_bytes =
+                            record.meta_offset + 4 * device::RecordLayout::dispatch_meta_words(K);
                         const int64_t combine_row_bytes = int64_t(H) * 2 + 4 * K;
                         std::vector<int32_t> per_rank(R);
-                        const auto idx_host = random_topk_routing(T, K, E, rank_seed(options.seed, state.rank));
+                        const auto idx_host =
+                            random_topk_routing(T, K, E, rank_seed(options.seed, state.rank));
                         for (int t = 0; t < T; ++t) {
                             std::vector<bool> hit(R, false);
                             for (int k = 0; k < K; ++k) hit[idx_host[size_t(t) * K + k] / (E / R)] = true;
@@ -273,7 +291,8 @@ int run_ht_bench(int argc, char** argv) {
                                 combine_in[state.rank] += per_rank[q] * combine_row_bytes;
                             }
                         int32_t received = 0;
-                        SWITCHYARD_BENCH_CUDA(cudaMemcpy(&received, result.num_recv_rows.view().ptr(), 4, cudaMemcpyDeviceToHost));
+                        SWITCHYARD_BENCH_CUDA(cudaMemcpy(&received, result.num_recv_rows.view().ptr(), 4,
+                                                         cudaMemcpyDeviceToHost));
                         bytes_in[state.rank] = int64_t(received) * row_bytes;
                         combine_out[state.rank] = int64_t(received) * combine_row_bytes;
                     }
@@ -311,12 +330,14 @@ int run_ht_bench(int argc, char** argv) {
                 record.stamp(run);
                 record.extra.emplace_back("dispatch_dtype", JsonValue(std::string(fp8 ? "fp8" : "bf16")));
                 // CPU time of the call itself (rank 0), the host-overhead figure of DESIGN.md §9.
-                record.extra.emplace_back("host_us_median",
-                                          JsonValue(summarize(op == 0 ? host_dispatch_us[0] : host_combine_us[0]).median));
+                record.extra.emplace_back(
+                    "host_us_median",
+                    JsonValue(summarize(op == 0 ? host_dispatch_us[0] : host_combine_us[0]).median));
                 record.extra.emplace_back("count_mode", JsonValue(std::string("device")));
                 record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model.num_sms)));
                 record.extra.emplace_back("is_model_choice", JsonValue(sms == model.num_sms));
-                record.extra.emplace_back("peer_bound_bidirectional_gbps", JsonValue(peer_bound_bidirectional));
+                record.extra.emplace_back("peer_bound_bidirectional_gbps",
+                                          JsonValue(peer_bound_bidirectional));
                 record.extra.emplace_back(
                     "fraction_of_bidirectional_bound",
                     JsonValue(record.nvlink_gbps ? *record.nvlink_gbps / peer_bound_bidirectional : 0.0));
@@ -324,8 +345,9 @@ int run_ht_bench(int argc, char** argv) {
                 (op == 0 ? dispatch_median : combine_median)[{fp8, sms}] = record.time_us.median;
             }
             std::printf("  %s sms=%2d: dispatch %8.1f us (host %.1f us), combine %8.1f us (host %.1f us)\n",
-                        fp8 ? "fp8 " : "bf16", sms, dispatch_median[{fp8, sms}], summarize(host_dispatch_us[0]).median,
-                        combine_median[{fp8, sms}], summarize(host_combine_us[0]).median);
+                        fp8 ? "fp8 " : "bf16", sms, dispatch_median[{fp8, sms}],
+                        summarize(host_dispatch_us[0]).median, combine_median[{fp8, sms}],
+                        summarize(host_combine_us[0]).median);
         }
     }
     // Model check: is the model's choice within 5% of the sweep's best?
@@ -343,8 +365,8 @@ int run_ht_bench(int argc, char** argv) {
             const std::string key = std::string(op == 0 ? "dispatch_" : "combine_") + (fp8 ? "fp8" : "bf16");
             meta.emplace_back(key + "_best_sms", JsonValue(int64_t(best_sms)));
             meta.emplace_back(key + "_model_over_best", JsonValue(at_model / best));
-            std::printf("  %s: best %d SMs (%.1f us); model's %d SMs: %.1f us (%.3f of best time)\n", key.c_str(),
-                        best_sms, best, model.num_sms, at_model, at_model / best);
+            std::printf("  %s: best %d SMs (%.1f us); model's %d SMs: %.1f us (%.3f of best time)\n",
+                        key.c_str(), best_sms, best, model.num_sms, at_model, at_model / best);
         }
     print_results_table(records);
     if (!options.out.empty()) {

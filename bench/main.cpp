@@ -26,7 +26,8 @@ int run_cpu(bool gpu_present) {
 int run(int argc, char** argv) {
     // Subcommands with their own options.
     if (argc > 1 && std::string(argv[1]) == "ht") return run_ht_bench(argc - 1, argv + 1);
-    if (argc > 1 && std::string(argv[1]) == "ll") return run_ll_bench(argc - 2, argv + 2);  // its parser starts at the first option
+    if (argc > 1 && std::string(argv[1]) == "ll")
+        return run_ll_bench(argc - 2, argv + 2);  // its parser starts at the first option
     CommandLine command;
     try {
         command = parse_command_line(argc, argv);

@@ -31,11 +31,11 @@ struct DispatchLayoutViews {
     TensorView num_tokens_per_expert;  // int32 [E]
     TensorView token_in_rank;          // bool/uint8 [T, R], optional
     TensorView token_rank_slot;        // int32 [T, R]: slot among this rank's rows to that rank, -1 if none
-    TensorView token_expert_pos;       // int32 [T, K]: position among this rank's rows to that expert, optional
+    TensorView token_expert_pos;  // int32 [T, K]: position among this rank's rows to that expert, optional
 };
 
 class Buffer {
-public:
+  public:
     Buffer(std::shared_ptr<Communicator> communicator, int device, const BufferConfig& config);
     ~Buffer();
     Buffer(const Buffer&) = delete;
@@ -67,8 +67,8 @@ public:
     DispatchResult dispatch(const DispatchArgs& args, cudaStream_t stream);
     // New data (x, x_scales, topk_weights of `args`; topk_idx ignored) with the routing of
     // `handle`: byte-identical layouts. Also the backward of combine.
-    DispatchResult cached_dispatch(const DispatchArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
-                                   cudaStream_t stream);
+    DispatchResult cached_dispatch(const DispatchArgs& args,
+                                   const std::shared_ptr<const DispatchHandle>& handle, cudaStream_t stream);
     // Combine rows laid out as `handle`'s dispatch produced them back to their home ranks. Also
     // the backward of dispatch (combine the gradients with the same handle).
     CombineResult combine(const CombineArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
@@ -77,7 +77,8 @@ public:
     // --- Low latency (decoding): src/core/ll_ops.cpp ------------------------------------------
     LowLatencyDispatchResult ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream);
     LowLatencyCombineResult ll_combine(const LowLatencyCombineArgs& args,
-                                       const std::shared_ptr<const LowLatencyHandle>& handle, cudaStream_t stream);
+                                       const std::shared_ptr<const LowLatencyHandle>& handle,
+                                       cudaStream_t stream);
     // The buffer's LL send area as a bf16 [L, R*T_ll, H] view for zero-copy combine input (the
     // expert GEMM writes here; then ll_combine with zero_copy = true). Needs
     // BufferConfig::ll_zero_copy_combine.
@@ -104,7 +105,7 @@ public:
     // Private state, defined in src/core/buffer_impl.hpp (opaque to users).
     struct Impl;
 
-private:
+  private:
     std::unique_ptr<Impl> impl_;
 };
 

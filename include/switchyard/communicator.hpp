@@ -16,7 +16,7 @@
 namespace switchyard {
 
 class Communicator {
-public:
+  public:
     virtual ~Communicator() = default;
 
     virtual int rank() const = 0;
@@ -24,7 +24,8 @@ public:
 
     // Every rank contributes `bytes` bytes; `recv` receives size() * bytes bytes, rank r's at
     // offset r * bytes. `bytes` must be equal on all ranks.
-    virtual void all_gather(const void* send, size_t bytes, void* recv, std::chrono::milliseconds timeout) = 0;
+    virtual void all_gather(const void* send, size_t bytes, void* recv,
+                            std::chrono::milliseconds timeout) = 0;
 
     // Returns once every rank has entered the barrier.
     virtual void barrier(std::chrono::milliseconds timeout) = 0;

@@ -13,13 +13,14 @@
 namespace switchyard {
 
 class DeviceTensor {
-public:
+  public:
     DeviceTensor() = default;
 
     // Allocates with cudaMallocAsync on `stream` (graph-capturable); the memory is released with
     // cudaFreeAsync on the same stream when the last copy of this tensor is destroyed, so drop it
     // only after the work that reads it has been ordered on that stream.
-    static DeviceTensor allocate(DType dtype, std::initializer_list<int64_t> shape, int device, cudaStream_t stream);
+    static DeviceTensor allocate(DType dtype, std::initializer_list<int64_t> shape, int device,
+                                 cudaStream_t stream);
     // A non-owning view (e.g. into the communication buffer).
     static DeviceTensor borrow(const TensorView& view);
 
@@ -31,7 +32,7 @@ public:
         return view_.ptr_as<T>();
     }
 
-private:
+  private:
     TensorView view_;
     std::shared_ptr<void> storage_;
 };

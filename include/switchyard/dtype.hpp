@@ -21,13 +21,17 @@ enum class DType : uint8_t {
 constexpr size_t dtype_size(DType dtype) {
     switch (dtype) {
         case DType::kBFloat16:
-        case DType::kFloat16: return 2;
+        case DType::kFloat16:
+            return 2;
         case DType::kFloat32:
-        case DType::kInt32: return 4;
-        case DType::kInt64: return 8;
+        case DType::kInt32:
+            return 4;
+        case DType::kInt64:
+            return 8;
         case DType::kFloat8E4M3:
         case DType::kUInt8:
-        case DType::kBool: return 1;
+        case DType::kBool:
+            return 1;
     }
     return 0;
 }

@@ -46,14 +46,14 @@ struct DispatchArgs {
 };
 
 struct CombineArgs {
-    TensorView y;             // bf16 rows in exactly the layout the dispatch produced
-    TensorView row_weights;   // optional: rank-major [N, K] / expert-major [N] fp32, sent back
-    TensorView topk_weights;  // optional, home rank: [T, K] fp32 for weighted expert-major combine
-    TensorView bias0;         // optional [T, H] bf16 on the home rank
-    TensorView bias1;         // optional [T, H] bf16 on the home rank
+    TensorView y;               // bf16 rows in exactly the layout the dispatch produced
+    TensorView row_weights;     // optional: rank-major [N, K] / expert-major [N] fp32, sent back
+    TensorView topk_weights;    // optional, home rank: [T, K] fp32 for weighted expert-major combine
+    TensorView bias0;           // optional [T, H] bf16 on the home rank
+    TensorView bias1;           // optional [T, H] bf16 on the home rank
     bool weighted = false;      // expert-major layouts: out = sum_k w_k * y_k
     bool hierarchical = false;  // expert-major layouts: reduce per receiving rank first
-    TensorView out;           // optional caller-provided output [T, H] bf16
+    TensorView out;             // optional caller-provided output [T, H] bf16
     int32_t num_sms = 0;
 };
 
@@ -65,10 +65,10 @@ class DispatchHandle;  // the routing of one dispatch (src/core/ht_handle.hpp); 
 struct DispatchResult {
     // Rank-major: views into the buffer's receive region, valid until the next dispatch on this
     // buffer (clone them to keep them longer). Expert-major layouts: memory owned by the result.
-    DeviceTensor recv_x;             // [N, H] (masked: [L, R*T_max, H])
-    DeviceTensor recv_scales;        // fp8 payloads: [N, words] (fp32 or packed UE8M0 int32)
-    DeviceTensor recv_topk_idx;      // rank-major: int32 [N, K], local expert id or -1
-    DeviceTensor recv_topk_weights;  // rank-major: fp32 [N, K]; expert-major: fp32 [N]
+    DeviceTensor recv_x;                      // [N, H] (masked: [L, R*T_max, H])
+    DeviceTensor recv_scales;                 // fp8 payloads: [N, words] (fp32 or packed UE8M0 int32)
+    DeviceTensor recv_topk_idx;               // rank-major: int32 [N, K], local expert id or -1
+    DeviceTensor recv_topk_weights;           // rank-major: fp32 [N, K]; expert-major: fp32 [N]
     DeviceTensor num_recv_tokens_per_expert;  // int32 [L] on the GPU (unaligned counts)
     DeviceTensor num_recv_rows;               // int32 [1] on the GPU: rows written (incl. padding)
     // Host-synced counts only (CountMode::kHostSynced); -1 / empty in device-count mode.
@@ -88,13 +88,13 @@ struct CombineResult {
 class LowLatencyHandle;  // routing of one LL dispatch (src/core/ll_handle.hpp)
 
 struct LowLatencyDispatchArgs {
-    TensorView x;          // bf16 [T, H], T <= BufferConfig::ll_max_tokens_per_rank
-    TensorView topk_idx;   // [T, K] int32 or int64, -1 = empty slot
+    TensorView x;         // bf16 [T, H], T <= BufferConfig::ll_max_tokens_per_rank
+    TensorView topk_idx;  // [T, K] int32 or int64, -1 = empty slot
     int32_t num_experts = 0;
-    bool use_fp8 = true;   // quantize inside the kernel; false = bf16 passthrough
+    bool use_fp8 = true;                               // quantize inside the kernel; false = bf16 passthrough
     ScaleFormat scale_format = ScaleFormat::kFloat32;  // kFloat32 or kUE8M0 when use_fp8
-    TensorView cumulative_local_expert_recv_stats;      // optional int32 [L]: += received rows
-    TensorView wait_time_stats;                         // optional int64 [R]: += ns waited per source
+    TensorView cumulative_local_expert_recv_stats;     // optional int32 [L]: += received rows
+    TensorView wait_time_stats;                        // optional int64 [R]: += ns waited per source
     bool return_recv_hook = false;  // issue only the send half; result.receive() runs the rest
 };
 

@@ -33,7 +33,9 @@ enum class ScaleFormat : uint8_t {
     kUE8M0,    // one exponent byte per 128 channels, four packed per int32: [T, ceil(H/512)]
 };
 
-inline int num_scale_blocks(int hidden) { return (hidden + 127) / 128; }
+inline int num_scale_blocks(int hidden) {
+    return (hidden + 127) / 128;
+}
 inline int num_scale_words(int hidden, ScaleFormat format) {
     return format == ScaleFormat::kUE8M0 ? (hidden + 511) / 512
                                          : (format == ScaleFormat::kFloat32 ? num_scale_blocks(hidden) : 0);
@@ -50,10 +52,10 @@ float dequantize_value(uint8_t q, const uint32_t* scales, int channel, ScaleForm
 // Problem and inputs
 // ---------------------------------------------------------------------------------------------
 struct Problem {
-    int num_ranks = 1;        // R
-    int num_experts = 1;      // E, E % R == 0; rank q owns experts [q*L, (q+1)*L)
-    int hidden = 128;         // H
-    int topk = 1;             // K
+    int num_ranks = 1;            // R
+    int num_experts = 1;          // E, E % R == 0; rank q owns experts [q*L, (q+1)*L)
+    int hidden = 128;             // H
+    int topk = 1;                 // K
     int max_tokens_per_rank = 0;  // T_max (must be set: validation rejects 0)
     int local_experts() const { return num_experts / num_ranks; }
 };
@@ -70,12 +72,12 @@ enum class Payload : uint8_t { kBF16, kFP8 };
 struct DispatchInput {
     int num_tokens = 0;
     Payload payload = Payload::kBF16;
-    std::vector<uint16_t> x_bf16;     // [T * H] when payload == kBF16
-    std::vector<uint8_t> x_fp8;       // [T * H] when payload == kFP8
+    std::vector<uint16_t> x_bf16;                   // [T * H] when payload == kBF16
+    std::vector<uint8_t> x_fp8;                     // [T * H] when payload == kFP8
     ScaleFormat scale_format = ScaleFormat::kNone;  // kFloat32 or kUE8M0 when payload == kFP8
-    std::vector<uint32_t> scales;     // [T * num_scale_words] when payload == kFP8
-    std::vector<int64_t> topk_idx;    // [T * K], -1 = empty slot
-    std::vector<float> topk_weights;  // [T * K] or empty (no weights)
+    std::vector<uint32_t> scales;                   // [T * num_scale_words] when payload == kFP8
+    std::vector<int64_t> topk_idx;                  // [T * K], -1 = empty slot
+    std::vector<float> topk_weights;                // [T * K] or empty (no weights)
 };
 
 enum class Layout : uint8_t {
@@ -86,8 +88,8 @@ enum class Layout : uint8_t {
 
 struct DispatchOptions {
     Layout layout = Layout::kRankMajor;
-    int expert_alignment = 1;     // contiguous layout: each segment starts at a multiple of this
-    bool zero_padding = false;    // contiguous layout: padding rows (payload, scales, weight) zeroed
+    int expert_alignment = 1;   // contiguous layout: each segment starts at a multiple of this
+    bool zero_padding = false;  // contiguous layout: padding rows (payload, scales, weight) zeroed
     // Quantize a bf16 input to FP8 inside the dispatch (payload then fp8 with this format).
     bool quantize = false;
     ScaleFormat quantize_format = ScaleFormat::kFloat32;
@@ -107,12 +109,12 @@ struct RowSource {
 // One rank's dispatch output.
 struct DispatchOutput {
     Layout layout = Layout::kRankMajor;
-    int64_t num_rows = 0;             // rows of the output tensors (masked: L * R * T_max)
+    int64_t num_rows = 0;  // rows of the output tensors (masked: L * R * T_max)
     Payload payload = Payload::kBF16;
     ScaleFormat scale_format = ScaleFormat::kNone;
-    std::vector<uint16_t> x_bf16;     // [num_rows * H]
-    std::vector<uint8_t> x_fp8;       // [num_rows * H]
-    std::vector<uint32_t> scales;     // [num_rows * num_scale_words]
+    std::vector<uint16_t> x_bf16;  // [num_rows * H]
+    std::vector<uint8_t> x_fp8;    // [num_rows * H]
+    std::vector<uint32_t> scales;  // [num_rows * num_scale_words]
     // Rank-major: [num_rows * K], local expert id where owned by this rank, else -1.
     // Expert-major: empty (the segment gives the expert, `sources[row].k` the slot).
     std::vector<int32_t> topk_idx;
@@ -132,9 +134,9 @@ struct DispatchOutput {
 struct Routing {
     Problem problem;
     DispatchOptions options;
-    std::vector<int> num_tokens;                      // [R]
-    std::vector<std::vector<int64_t>> topk_idx;       // [R][T_s * K]
-    std::vector<std::vector<float>> topk_weights;     // [R][T_s * K] or empty per rank
+    std::vector<int> num_tokens;                   // [R]
+    std::vector<std::vector<int64_t>> topk_idx;    // [R][T_s * K]
+    std::vector<std::vector<float>> topk_weights;  // [R][T_s * K] or empty per rank
 };
 
 struct DispatchResult {
@@ -183,8 +185,8 @@ struct CombineOptions {
 };
 
 struct CombineOutput {
-    std::vector<uint16_t> out;                   // [T_s * H] bf16
-    std::vector<float> combined_topk_weights;    // [T_s * K] if row weights were given, else empty
+    std::vector<uint16_t> out;                 // [T_s * H] bf16
+    std::vector<float> combined_topk_weights;  // [T_s * K] if row weights were given, else empty
 };
 
 // Combine back to every home rank.

@@ -17,10 +17,10 @@ namespace switchyard {
 double expected_distinct_groups(int num_experts, int topk, int num_groups);
 
 struct ArchBandwidth {
-    double sm_read_gbps = 200.0;   // one SM reading local HBM with bulk copies
-    double sm_write_gbps = 75.0;   // one SM storing to a peer over NVLink
-    double nvlink_gbps = 390.0;    // per direction, copy-engine peer bound
-    double rdma_gbps = 46.0;       // per NIC, scale-out
+    double sm_read_gbps = 200.0;  // one SM reading local HBM with bulk copies
+    double sm_write_gbps = 75.0;  // one SM storing to a peer over NVLink
+    double nvlink_gbps = 390.0;   // per direction, copy-engine peer bound
+    double rdma_gbps = 46.0;      // per NIC, scale-out
 };
 
 // Constants for a compute capability (9.x: measured on H200 NV18; others: conservative leads).
@@ -29,8 +29,8 @@ ArchBandwidth default_arch_bandwidth(int compute_capability_major);
 struct SmModelInput {
     int num_experts = 256;
     int topk = 8;
-    int num_ranks = 8;       // R
-    int num_nodes = 1;       // scale-out groups; 1 = one NVLink domain (direct kernels)
+    int num_ranks = 8;  // R
+    int num_nodes = 1;  // scale-out groups; 1 = one NVLink domain (direct kernels)
     int num_device_sms = 132;
     int max_sms = 0;         // budget (e.g. SMs / ranks sharing the GPU); 0 = num_device_sms
     double headroom = 1.25;  // over the balanced-load estimate

@@ -32,7 +32,7 @@ struct TensorView {
     DType dtype = DType::kUInt8;
     std::array<int64_t, kMaxDims> shape{};
     std::array<int64_t, kMaxDims> strides{};  // in elements
-    uint64_t byte_offset = 0;                  // as in DLPack; folded into data by ptr()
+    uint64_t byte_offset = 0;                 // as in DLPack; folded into data by ptr()
 
     // A contiguous (row-major) view.
     static TensorView contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,

@@ -38,8 +38,8 @@ void enable_peer_access(int device, int peer_device) {
 
 }  // namespace
 
-SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& topology, int device, size_t bytes,
-                                 std::chrono::milliseconds timeout)
+SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& topology, int device,
+                                 size_t bytes, std::chrono::milliseconds timeout)
     : device_(device), bytes_(bytes) {
     SY_CUDA_CHECK(cudaSetDevice(device));
     void* memory = nullptr;
@@ -74,13 +74,15 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
             peers_[peer] = reinterpret_cast<uint8_t*>(gathered[peer].address);
         } else {
             void* mapped = nullptr;
-            SY_CUDA_CHECK(cudaIpcOpenMemHandle(&mapped, gathered[peer].handle, cudaIpcMemLazyEnablePeerAccess));
+            SY_CUDA_CHECK(
+                cudaIpcOpenMemHandle(&mapped, gathered[peer].handle, cudaIpcMemLazyEnablePeerAccess));
             peers_[peer] = static_cast<uint8_t*>(mapped);
             opened_by_ipc_[peer] = true;
         }
     }
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_peer_table_), sizeof(uint8_t*) * num_ranks));
-    SY_CUDA_CHECK(cudaMemcpy(device_peer_table_, peers_.data(), sizeof(uint8_t*) * num_ranks, cudaMemcpyHostToDevice));
+    SY_CUDA_CHECK(
+        cudaMemcpy(device_peer_table_, peers_.data(), sizeof(uint8_t*) * num_ranks, cudaMemcpyHostToDevice));
 }
 
 SymmetricMemory::~SymmetricMemory() {

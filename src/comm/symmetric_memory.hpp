@@ -17,7 +17,7 @@
 namespace switchyard::comm {
 
 class SymmetricMemory {
-public:
+  public:
     // Collective over `communicator`. Allocates `bytes` on `device` (zeroed) and maps the peers.
     SymmetricMemory(Communicator& communicator, const Topology& topology, int device, size_t bytes,
                     std::chrono::milliseconds timeout);
@@ -32,7 +32,7 @@ public:
     // The same table in device memory, for kernels: uint8_t* [R].
     uint8_t* const* device_peer_table() const { return device_peer_table_; }
 
-private:
+  private:
     int device_ = 0;
     size_t bytes_ = 0;
     uint8_t* local_ = nullptr;

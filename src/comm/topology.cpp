@@ -25,8 +25,8 @@ std::string Topology::describe() const {
     std::set<uint64_t> hosts;
     for (const auto& placement : placements) hosts.insert(placement.host_id);
     std::ostringstream out;
-    out << num_ranks << " ranks on " << num_gpus() << " GPU(s) of " << hosts.size() << " host(s), " << num_nodes
-        << (emulated_nodes ? " emulated" : "") << " node(s); rank " << rank << ": device "
+    out << num_ranks << " ranks on " << num_gpus() << " GPU(s) of " << hosts.size() << " host(s), "
+        << num_nodes << (emulated_nodes ? " emulated" : "") << " node(s); rank " << rank << ": device "
         << placements[rank].device << " (" << placements[rank].gpu_bus_id << ", " << ranks_on_my_gpu
         << " rank(s) on it)";
     return out.str();
@@ -62,7 +62,8 @@ int emulated_nodes_from_environment() {
     char* end = nullptr;
     const long nodes = std::strtol(value, &end, 10);
     if (*end != '\0' || nodes < 1)
-        throw InvalidArgument("SWITCHYARD_EMULATED_NODES must be a positive integer, got '" + std::string(value) + "'");
+        throw InvalidArgument("SWITCHYARD_EMULATED_NODES must be a positive integer, got '" +
+                              std::string(value) + "'");
     return static_cast<int>(nodes);
 }
 
@@ -121,7 +122,8 @@ Topology detect_topology(Communicator& communicator, int device, int emulated_no
         placements[r].host_id = gathered[r].host_id;
         placements[r].process_id = gathered[r].process_id;
         placements[r].device = gathered[r].device;
-        placements[r].gpu_bus_id = std::string(gathered[r].bus_id, strnlen(gathered[r].bus_id, sizeof(wire.bus_id)));
+        placements[r].gpu_bus_id =
+            std::string(gathered[r].bus_id, strnlen(gathered[r].bus_id, sizeof(wire.bus_id)));
     }
     const int nodes = emulated_nodes > 0 ? emulated_nodes : emulated_nodes_from_environment();
     return make_topology(communicator.rank(), std::move(placements), nodes);

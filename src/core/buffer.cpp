@@ -32,23 +32,28 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
         {"max_hidden", [](const BufferConfig& c) { return std::to_string(c.max_hidden); }},
         {"max_topk", [](const BufferConfig& c) { return std::to_string(c.max_topk); }},
         {"max_experts", [](const BufferConfig& c) { return std::to_string(c.max_experts); }},
-        {"enable_high_throughput", [](const BufferConfig& c) { return std::to_string(c.enable_high_throughput); }},
+        {"enable_high_throughput",
+         [](const BufferConfig& c) { return std::to_string(c.enable_high_throughput); }},
         {"enable_low_latency", [](const BufferConfig& c) { return std::to_string(c.enable_low_latency); }},
-        {"ll_max_tokens_per_rank", [](const BufferConfig& c) { return std::to_string(c.ll_max_tokens_per_rank); }},
+        {"ll_max_tokens_per_rank",
+         [](const BufferConfig& c) { return std::to_string(c.ll_max_tokens_per_rank); }},
         {"timeout_seconds", [](const BufferConfig& c) { return std::to_string(c.timeout_seconds); }},
         {"emulated_nodes", [](const BufferConfig& c) { return std::to_string(c.emulated_nodes); }},
         {"num_sms", [](const BufferConfig& c) { return std::to_string(c.num_sms); }},
-        {"ll_mask_unresponsive_ranks", [](const BufferConfig& c) { return std::to_string(c.ll_mask_unresponsive_ranks); }},
-        {"ll_zero_copy_combine", [](const BufferConfig& c) { return std::to_string(c.ll_zero_copy_combine); }},
+        {"ll_mask_unresponsive_ranks",
+         [](const BufferConfig& c) { return std::to_string(c.ll_mask_unresponsive_ranks); }},
+        {"ll_zero_copy_combine",
+         [](const BufferConfig& c) { return std::to_string(c.ll_zero_copy_combine); }},
     };
     for (size_t rank = 1; rank < configs.size(); ++rank) {
         for (const Field& field : fields) {
             const std::string a = field.value(first), b = field.value(configs[rank]);
             if (a != b)
-                throw InvalidArgument(std::string("switchyard: buffer configurations differ between ranks: ") +
-                                      field.name + " is " + a + " on rank 0 but " + b + " on rank " +
-                                      std::to_string(rank) + "; every rank must create its Buffer with the same "
-                                      "BufferConfig");
+                throw InvalidArgument(
+                    std::string("switchyard: buffer configurations differ between ranks: ") + field.name +
+                    " is " + a + " on rank 0 but " + b + " on rank " + std::to_string(rank) +
+                    "; every rank must create its Buffer with the same "
+                    "BufferConfig");
         }
     }
 }
@@ -67,11 +72,13 @@ void check_hardware_queues(const Topology& topology) {
     const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     const int configured = value ? std::atoi(value) : 8;
     if (configured < needed)
-        throw UnsupportedError(
-            "switchyard: " + std::to_string(co_located) + " ranks share GPU " + topology.placements[topology.rank].gpu_bus_id +
-            " in this process, but CUDA_DEVICE_MAX_CONNECTIONS is " + (value ? std::string(value) : "unset (8)") +
-            "; set it to at least " + std::to_string(needed) + " (32 is safe) in the environment before CUDA is "
-            "initialised, so every rank's streams get their own hardware queue");
+        throw UnsupportedError("switchyard: " + std::to_string(co_located) + " ranks share GPU " +
+                               topology.placements[topology.rank].gpu_bus_id +
+                               " in this process, but CUDA_DEVICE_MAX_CONNECTIONS is " +
+                               (value ? std::string(value) : "unset (8)") + "; set it to at least " +
+                               std::to_string(needed) +
+                               " (32 is safe) in the environment before CUDA is "
+                               "initialised, so every rank's streams get their own hardware queue");
 }
 
 }  // namespace
@@ -103,8 +110,9 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     impl.layout = device::BufferLayout::make(capacity);
 
     impl.errors = std::make_unique<core::ErrorState>();
-    impl.memory = std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
-                                                          static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
+    impl.memory =
+        std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
+                                                static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&impl.comm_stream, cudaStreamNonBlocking));
     SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.caller_ready, cudaEventDisableTiming));
     SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.comm_done, cudaEventDisableTiming));
@@ -116,7 +124,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     {
         const size_t words = 3 + static_cast<size_t>(impl.layout.workspace.max_local_experts);
         void* memory = nullptr;
-        SY_CUDA_CHECK(cudaHostAlloc(&memory, words * sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable));
+        SY_CUDA_CHECK(
+            cudaHostAlloc(&memory, words * sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable));
         impl.host_counts = static_cast<int32_t*>(memory);
         std::memset(memory, 0, words * sizeof(int32_t));
         void* device_alias = nullptr;
@@ -146,18 +155,42 @@ Buffer::~Buffer() {
     if (impl.comm_stream) cudaStreamDestroy(impl.comm_stream);
 }
 
-int Buffer::rank() const { return impl_->communicator->rank(); }
-int Buffer::num_ranks() const { return impl_->communicator->size(); }
-int Buffer::device() const { return impl_->device; }
-const BufferConfig& Buffer::config() const { return impl_->config; }
-const Topology& Buffer::topology() const { return impl_->topology; }
-Communicator& Buffer::communicator() const { return *impl_->communicator; }
-size_t Buffer::buffer_bytes() const { return impl_->memory->bytes(); }
-cudaStream_t Buffer::comm_stream() const { return impl_->comm_stream; }
-int Buffer::sm_budget() const { return impl_->sm_budget; }
-uint8_t* Buffer::local_memory() const { return impl_->memory->local(); }
-uint8_t* Buffer::peer_memory(int rank) const { return impl_->memory->peer(rank); }
-size_t Buffer::data_offset() const { return static_cast<size_t>(impl_->layout.workspace.total_bytes); }
+int Buffer::rank() const {
+    return impl_->communicator->rank();
+}
+int Buffer::num_ranks() const {
+    return impl_->communicator->size();
+}
+int Buffer::device() const {
+    return impl_->device;
+}
+const BufferConfig& Buffer::config() const {
+    return impl_->config;
+}
+const Topology& Buffer::topology() const {
+    return impl_->topology;
+}
+Communicator& Buffer::communicator() const {
+    return *impl_->communicator;
+}
+size_t Buffer::buffer_bytes() const {
+    return impl_->memory->bytes();
+}
+cudaStream_t Buffer::comm_stream() const {
+    return impl_->comm_stream;
+}
+int Buffer::sm_budget() const {
+    return impl_->sm_budget;
+}
+uint8_t* Buffer::local_memory() const {
+    return impl_->memory->local();
+}
+uint8_t* Buffer::peer_memory(int rank) const {
+    return impl_->memory->peer(rank);
+}
+size_t Buffer::data_offset() const {
+    return static_cast<size_t>(impl_->layout.workspace.total_bytes);
+}
 
 void Buffer::barrier(cudaStream_t stream) {
     impl_->run_ordered(stream, [&] { launch::launch_barrier(impl_->context()); });
@@ -171,7 +204,8 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     core::validate_num_experts(num_experts, validation);
     if (!topk_idx.defined() || topk_idx.ndim != 2 ||
         (topk_idx.dtype != DType::kInt32 && topk_idx.dtype != DType::kInt64))
-        throw InvalidArgument("switchyard: topk_idx must be a 2-D int32/int64 tensor, got " + topk_idx.describe());
+        throw InvalidArgument("switchyard: topk_idx must be a 2-D int32/int64 tensor, got " +
+                              topk_idx.describe());
     if (topk_idx.shape[1] < 1 || topk_idx.shape[1] > std::min(32, impl.config.max_topk))
         throw InvalidArgument("switchyard: top-k must be in [1, max_topk], got " + topk_idx.describe());
     if (topk_idx.shape[1] > 1 && topk_idx.strides[1] != 1)
@@ -187,10 +221,11 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
                                        : (view.ndim == 2 && view.shape[0] == rows && view.shape[1] == cols &&
                                           view.is_contiguous());
         if (!shape_ok || view.dtype != dtype || !(view.device == Device::cuda(impl.device)))
-            throw InvalidArgument(std::string("switchyard: dispatch layout output ") + name + " must be a contiguous " +
-                                  dtype_name(dtype) + " tensor of " +
-                                  (cols < 0 ? "[" + std::to_string(rows) + "]"
-                                            : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]") +
+            throw InvalidArgument(std::string("switchyard: dispatch layout output ") + name +
+                                  " must be a contiguous " + dtype_name(dtype) + " tensor of " +
+                                  (cols < 0
+                                       ? "[" + std::to_string(rows) + "]"
+                                       : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]") +
                                   " on cuda:" + std::to_string(impl.device) + ", got " + view.describe());
     };
     require(out.num_tokens_per_rank, "num_tokens_per_rank", DType::kInt32, num_ranks(), -1, false);
@@ -220,7 +255,9 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     });
 }
 
-void Buffer::check_errors() const { impl_->errors->throw_if_error(impl_->config.timeout_seconds); }
+void Buffer::check_errors() const {
+    impl_->errors->throw_if_error(impl_->config.timeout_seconds);
+}
 
 void Buffer::synchronize() {
     SY_CUDA_CHECK(cudaSetDevice(impl_->device));
@@ -233,7 +270,8 @@ void Buffer::reset() {
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
     impl.communicator->barrier(impl.recovery_timeout());
-    SY_CUDA_CHECK(cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
+    SY_CUDA_CHECK(
+        cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     impl.errors->clear();
     impl.communicator->barrier(impl.timeout());

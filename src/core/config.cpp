@@ -11,8 +11,9 @@ std::string describe(const BufferConfig& config) {
         << ", max_topk=" << config.max_topk << ", max_experts=" << config.max_experts
         << ", high_throughput=" << (config.enable_high_throughput ? "on" : "off")
         << ", low_latency=" << (config.enable_low_latency ? "on" : "off")
-        << ", ll_max_tokens_per_rank=" << config.ll_max_tokens_per_rank << ", timeout_seconds=" << config.timeout_seconds
-        << ", emulated_nodes=" << config.emulated_nodes << ", num_sms=" << config.num_sms;
+        << ", ll_max_tokens_per_rank=" << config.ll_max_tokens_per_rank
+        << ", timeout_seconds=" << config.timeout_seconds << ", emulated_nodes=" << config.emulated_nodes
+        << ", num_sms=" << config.num_sms;
     return out.str();
 }
 

@@ -10,21 +10,31 @@ namespace switchyard::core {
 
 const char* phase_name(int32_t phase) {
     switch (phase) {
-        case device::kPhaseBarrier: return "barrier";
-        case device::kPhaseHtNotify: return "high-throughput notify";
-        case device::kPhaseHtData: return "high-throughput dispatch data";
-        case device::kPhaseHtCombine: return "high-throughput combine";
-        case device::kPhaseLlDispatch: return "low-latency dispatch";
-        case device::kPhaseLlCombine: return "low-latency combine";
-        case device::kPhaseLlFlowControl: return "low-latency buffer reuse";
-        case device::kPhaseLayout: return "dispatch layout";
-        default: return "unknown phase";
+        case device::kPhaseBarrier:
+            return "barrier";
+        case device::kPhaseHtNotify:
+            return "high-throughput notify";
+        case device::kPhaseHtData:
+            return "high-throughput dispatch data";
+        case device::kPhaseHtCombine:
+            return "high-throughput combine";
+        case device::kPhaseLlDispatch:
+            return "low-latency dispatch";
+        case device::kPhaseLlCombine:
+            return "low-latency combine";
+        case device::kPhaseLlFlowControl:
+            return "low-latency buffer reuse";
+        case device::kPhaseLayout:
+            return "dispatch layout";
+        default:
+            return "unknown phase";
     }
 }
 
 ErrorState::ErrorState() {
     void* memory = nullptr;
-    SY_CUDA_CHECK(cudaHostAlloc(&memory, sizeof(device::ErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
+    SY_CUDA_CHECK(
+        cudaHostAlloc(&memory, sizeof(device::ErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
     host_record_ = static_cast<device::ErrorRecord*>(memory);
     std::memset(host_record_, 0, sizeof(device::ErrorRecord));
     void* device_alias = nullptr;
@@ -40,7 +50,9 @@ bool ErrorState::has_error() const {
     return reinterpret_cast<volatile device::ErrorRecord*>(host_record_)->kind != device::kErrorNone;
 }
 
-void ErrorState::clear() { std::memset(host_record_, 0, sizeof(device::ErrorRecord)); }
+void ErrorState::clear() {
+    std::memset(host_record_, 0, sizeof(device::ErrorRecord));
+}
 
 void ErrorState::throw_if_error(double timeout_seconds) const {
     if (!has_error()) return;
@@ -54,8 +66,8 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
                 << " kernel before any data moved); call reset() on all ranks before reusing the buffer";
         throw InvalidArgument(message.str());
     }
-    message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9 << " s (limit "
-            << timeout_seconds << " s) waiting for rank " << record.peer << " in phase '"
+    message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
+            << " s (limit " << timeout_seconds << " s) waiting for rank " << record.peer << " in phase '"
             << phase_name(record.phase) << "' (expected signal " << record.expected << ", last seen "
             << record.observed << "); the buffer is poisoned: call reset() on all ranks or destroy it";
     throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));

@@ -9,7 +9,7 @@ namespace switchyard::core {
 const char* phase_name(int32_t phase);
 
 class ErrorState {
-public:
+  public:
     ErrorState();
     ~ErrorState();
     ErrorState(const ErrorState&) = delete;
@@ -21,7 +21,7 @@ public:
     void throw_if_error(double timeout_seconds) const;
     void clear();
 
-private:
+  private:
     device::ErrorRecord* host_record_ = nullptr;
     device::ErrorRecord* device_record_ = nullptr;
 };

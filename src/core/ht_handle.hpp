@@ -12,7 +12,7 @@
 namespace switchyard {
 
 class DispatchHandle {
-public:
+  public:
     // Shape of the dispatch.
     int32_t num_tokens = 0, hidden = 0, topk = 0, num_experts = 0, num_ranks = 0, local_experts = 0;
     int32_t max_tokens = 0;
@@ -34,11 +34,11 @@ public:
     DeviceTensor num_tokens_per_rank;    // int32 [R]
     DeviceTensor num_tokens_per_expert;  // int32 [E]
     // This rank as a destination.
-    DeviceTensor recv_info;              // int32, device::HtRecvInfoLayout
-    DeviceTensor row_src_token;          // int32 [cap]
-    DeviceTensor row_combine_slot;       // int32 [cap]
-    DeviceTensor row_expert_row;         // int32 [cap, K]
-    DeviceTensor row_weights;            // fp32 [cap, K]
+    DeviceTensor recv_info;         // int32, device::HtRecvInfoLayout
+    DeviceTensor row_src_token;     // int32 [cap]
+    DeviceTensor row_combine_slot;  // int32 [cap]
+    DeviceTensor row_expert_row;    // int32 [cap, K]
+    DeviceTensor row_weights;       // fp32 [cap, K]
 };
 
 }  // namespace switchyard

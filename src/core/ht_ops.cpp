@@ -22,9 +22,10 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     const int budget = impl.sm_budget;
     int num_sms = requested > 0 ? requested : impl.config.num_sms;
     if (num_sms > budget)
-        throw InvalidArgument("switchyard: num_sms = " + std::to_string(num_sms) + " exceeds this rank's SM budget of " +
-                              std::to_string(budget) + " (the GPU's " + std::to_string(impl.device_sms) +
-                              " SMs shared by " + std::to_string(impl.topology.ranks_on_my_gpu) + " ranks)");
+        throw InvalidArgument("switchyard: num_sms = " + std::to_string(num_sms) +
+                              " exceeds this rank's SM budget of " + std::to_string(budget) + " (the GPU's " +
+                              std::to_string(impl.device_sms) + " SMs shared by " +
+                              std::to_string(impl.topology.ranks_on_my_gpu) + " ranks)");
     if (num_sms > 0) return num_sms;
     SmModelInput input;
     input.num_experts = num_experts;
@@ -58,9 +59,10 @@ void wait_for_host_counts(Buffer::Impl& impl) {
     while (flag[0] == 0) {
         impl.errors->throw_if_error(impl.config.timeout_seconds);
         if (std::chrono::steady_clock::now() > deadline)
-            throw TimeoutError("switchyard: rank " + std::to_string(impl.communicator->rank()) +
-                                   " waited longer than the timeout for its dispatch receive counts on the host",
-                               impl.communicator->rank(), -1, "high-throughput notify (host)");
+            throw TimeoutError(
+                "switchyard: rank " + std::to_string(impl.communicator->rank()) +
+                    " waited longer than the timeout for its dispatch receive counts on the host",
+                impl.communicator->rank(), -1, "high-throughput notify (host)");
         std::this_thread::yield();
     }
 }
@@ -77,10 +79,12 @@ DispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArgs& args, i
     const int64_t hidden = args.x.shape[1];
     if (args.quantize_fp8) {
         plan.payload_kind = device::kPayloadFp8;
-        plan.scale_kind = args.quantize_format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
+        plan.scale_kind =
+            args.quantize_format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
     } else if (args.x.dtype == DType::kFloat8E4M3) {
         plan.payload_kind = device::kPayloadFp8;
-        plan.scale_kind = args.x_scales.dtype == DType::kFloat32 ? device::kScaleFloat32 : device::kScaleUe8m0;
+        plan.scale_kind =
+            args.x_scales.dtype == DType::kFloat32 ? device::kScaleFloat32 : device::kScaleUe8m0;
     }
     plan.record = device::RecordLayout::dispatch(hidden, plan.payload_kind, plan.scale_kind, topk);
     plan.num_sms = choose_num_sms(impl, args.num_sms, args.num_experts, topk);
@@ -94,14 +98,18 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
                                    const std::shared_ptr<const DispatchHandle>& cached, cudaStream_t stream) {
     const int R = buffer.num_ranks(), rank = buffer.rank(), device = impl.device;
     if (!impl.config.enable_high_throughput)
-        throw InvalidArgument("switchyard: this buffer was created without high-throughput regions "
-                              "(BufferConfig::enable_high_throughput = false)");
+        throw InvalidArgument(
+            "switchyard: this buffer was created without high-throughput regions "
+            "(BufferConfig::enable_high_throughput = false)");
     if (R > kMaxRanksHt)
-        throw UnsupportedError("switchyard: high-throughput kernels support up to " + std::to_string(kMaxRanksHt) + " ranks");
+        throw UnsupportedError("switchyard: high-throughput kernels support up to " +
+                               std::to_string(kMaxRanksHt) + " ranks");
     if (impl.topology.num_nodes > 1)
-        throw UnsupportedError("switchyard: the ranks span " + std::to_string(impl.topology.num_nodes) +
-                               " nodes; only the direct (one NVLink domain) high-throughput kernels exist so far");
-    auto validation = core::make_validation_context(impl.config, R, Device::cuda(device), impl.config.max_tokens_per_rank);
+        throw UnsupportedError(
+            "switchyard: the ranks span " + std::to_string(impl.topology.num_nodes) +
+            " nodes; only the direct (one NVLink domain) high-throughput kernels exist so far");
+    auto validation =
+        core::make_validation_context(impl.config, R, Device::cuda(device), impl.config.max_tokens_per_rank);
     DispatchArgs checked = args;
     if (cached) {
         // Routing comes from the handle: only the data is new.
@@ -119,8 +127,9 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
     core::validate_dispatch(checked, validation);
     const bool host_synced = checked.counts == CountMode::kHostSynced;
     if (host_synced && stream_is_capturing(stream))
-        throw InvalidArgument("switchyard: host-synced counts cannot be captured in a CUDA graph (the host reads "
-                              "the counts); use CountMode::kDevice");
+        throw InvalidArgument(
+            "switchyard: host-synced counts cannot be captured in a CUDA graph (the host reads "
+            "the counts); use CountMode::kDevice");
     const int32_t T = int32_t(checked.x.shape[0]), H = int32_t(checked.x.shape[1]);
     const int32_t K = int32_t(checked.topk_idx.shape[1]), E = checked.num_experts, L = E / R;
     const DispatchPlan plan = plan_dispatch(impl, checked, K);
@@ -179,7 +188,8 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             handle->topk_weights = DeviceTensor::allocate(DType::kFloat32, {T, K}, device, comm);
             if (T > 0)
                 SY_CUDA_CHECK(cudaMemcpy2DAsync(handle->topk_weights.data<float>(), sizeof(float) * K,
-                                                checked.topk_weights.ptr(), sizeof(float) * checked.topk_weights.strides[0],
+                                                checked.topk_weights.ptr(),
+                                                sizeof(float) * checked.topk_weights.strides[0],
                                                 sizeof(float) * K, T, cudaMemcpyDeviceToDevice, comm));
         }
 
@@ -207,7 +217,8 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         dispatch.token_expert_pos = handle->token_expert_pos.data<int32_t>();
         dispatch.num_tokens_per_rank = handle->num_tokens_per_rank.data<int32_t>();
         dispatch.num_tokens_per_expert = handle->num_tokens_per_expert.data<int32_t>();
-        dispatch.input_payload = checked.x.dtype == DType::kFloat8E4M3 ? device::kPayloadFp8 : device::kPayloadBf16;
+        dispatch.input_payload =
+            checked.x.dtype == DType::kFloat8E4M3 ? device::kPayloadFp8 : device::kPayloadBf16;
         dispatch.quantize = checked.quantize_fp8 ? 1 : 0;
         dispatch.scale_kind = plan.scale_kind;
         dispatch.record = plan.record;
@@ -246,13 +257,18 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         }
         handle->row_capacity = rows;
         handle->expert_row_capacity = expert_rows;
-        handle->row_src_token = DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
-        handle->row_combine_slot = DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
-        handle->row_expert_row = DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1), K}, device, comm);
-        handle->row_weights = DeviceTensor::allocate(DType::kFloat32, {std::max<int64_t>(rows, 1), K}, device, comm);
+        handle->row_src_token =
+            DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
+        handle->row_combine_slot =
+            DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
+        handle->row_expert_row =
+            DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1), K}, device, comm);
+        handle->row_weights =
+            DeviceTensor::allocate(DType::kFloat32, {std::max<int64_t>(rows, 1), K}, device, comm);
         result.num_recv_rows = DeviceTensor::allocate(DType::kInt32, {1}, device, comm);
 
-        const DType payload_dtype = plan.payload_kind == device::kPayloadFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+        const DType payload_dtype =
+            plan.payload_kind == device::kPayloadFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
         const DType scale_dtype = plan.scale_kind == device::kScaleFloat32 ? DType::kFloat32 : DType::kInt32;
         const int64_t scale_words = plan.record.scale_bytes / 4;
         device::HtReceiveArgs receive{};
@@ -274,26 +290,31 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             const int64_t record = plan.record.total_bytes;
             result.recv_x = DeviceTensor::borrow(record_view(region, payload_dtype, rows, H, record, device));
             if (scale_words)
-                result.recv_scales = DeviceTensor::borrow(
-                    record_view(region + plan.record.scale_offset, scale_dtype, rows, scale_words, record, device));
+                result.recv_scales = DeviceTensor::borrow(record_view(
+                    region + plan.record.scale_offset, scale_dtype, rows, scale_words, record, device));
             result.recv_topk_idx = DeviceTensor::borrow(
                 record_view(region + plan.record.meta_offset + 8, DType::kInt32, rows, K, record, device));
             if (handle->has_weights)
-                result.recv_topk_weights = DeviceTensor::borrow(record_view(
-                    region + plan.record.meta_offset + 8 + 4 * int64_t(K), DType::kFloat32, rows, K, record, device));
+                result.recv_topk_weights =
+                    DeviceTensor::borrow(record_view(region + plan.record.meta_offset + 8 + 4 * int64_t(K),
+                                                     DType::kFloat32, rows, K, record, device));
         } else {
             const int64_t out_rows = std::max<int64_t>(expert_rows, 1);
             if (checked.layout == RecvLayout::kExpertMasked) {
-                result.recv_x = DeviceTensor::allocate(payload_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, H},
-                                                       device, comm);
+                result.recv_x = DeviceTensor::allocate(
+                    payload_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, H}, device, comm);
                 if (scale_words)
                     result.recv_scales = DeviceTensor::allocate(
-                        scale_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, scale_words}, device, comm);
+                        scale_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, scale_words}, device,
+                        comm);
             } else {
                 result.recv_x = DeviceTensor::allocate(payload_dtype, {out_rows, H}, device, comm);
-                if (scale_words) result.recv_scales = DeviceTensor::allocate(scale_dtype, {out_rows, scale_words}, device, comm);
+                if (scale_words)
+                    result.recv_scales =
+                        DeviceTensor::allocate(scale_dtype, {out_rows, scale_words}, device, comm);
             }
-            if (handle->has_weights) result.recv_topk_weights = DeviceTensor::allocate(DType::kFloat32, {out_rows}, device, comm);
+            if (handle->has_weights)
+                result.recv_topk_weights = DeviceTensor::allocate(DType::kFloat32, {out_rows}, device, comm);
             receive.out_x = result.recv_x.data<uint8_t>();
             receive.out_scales = scale_words ? result.recv_scales.data<uint32_t>() : nullptr;
             receive.out_weights = handle->has_weights ? result.recv_topk_weights.data<float>() : nullptr;
@@ -310,7 +331,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& args, cudaStream_t stream) {
     return run_dispatch(*this, *impl_, args, nullptr, stream);
 }
 
-DispatchResult Buffer::cached_dispatch(const DispatchArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
+DispatchResult Buffer::cached_dispatch(const DispatchArgs& args,
+                                       const std::shared_ptr<const DispatchHandle>& handle,
                                        cudaStream_t stream) {
     if (!handle) throw InvalidArgument("switchyard: cached_dispatch needs the handle of an earlier dispatch");
     return run_dispatch(*this, *impl_, args, handle, stream);
@@ -321,8 +343,8 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
     Impl& impl = *impl_;
     if (!handle) throw InvalidArgument("switchyard: combine needs the handle of the dispatch it answers");
     const int device = impl.device;
-    const auto validation =
-        core::make_validation_context(impl.config, num_ranks(), Device::cuda(device), impl.config.max_tokens_per_rank);
+    const auto validation = core::make_validation_context(impl.config, num_ranks(), Device::cuda(device),
+                                                          impl.config.max_tokens_per_rank);
     const bool rank_major = handle->layout == RecvLayout::kRankMajor;
     core::CombineShape shape;
     shape.layout = handle->layout;
@@ -334,18 +356,20 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
     TensorView y = args.y;
     if (handle->layout == RecvLayout::kExpertMasked && y.defined() && y.ndim == 3) {
         // Accept the masked layout's natural [L, R*T_max, H] shape as rows.
-        y = TensorView::strided(y.data, y.dtype, {y.shape[0] * y.shape[1], y.shape[2]}, {y.strides[1], y.strides[2]},
-                                y.device);
+        y = TensorView::strided(y.data, y.dtype, {y.shape[0] * y.shape[1], y.shape[2]},
+                                {y.strides[1], y.strides[2]}, y.device);
         y.byte_offset = args.y.byte_offset;
     }
     CombineArgs checked = args;
     checked.y = y;
     core::validate_combine(checked, shape, validation);
     if (args.weighted && !args.topk_weights.defined() && !handle->has_weights)
-        throw InvalidArgument("switchyard: weighted combine needs topk_weights here or weights given to the dispatch");
+        throw InvalidArgument(
+            "switchyard: weighted combine needs topk_weights here or weights given to the dispatch");
     if (args.hierarchical && args.weighted && !handle->has_weights)
-        throw InvalidArgument("switchyard: weighted hierarchical combine applies the dispatch's weights, and the "
-                              "dispatch had none");
+        throw InvalidArgument(
+            "switchyard: weighted hierarchical combine applies the dispatch's weights, and the "
+            "dispatch had none");
     const int32_t T = handle->num_tokens, H = handle->hidden, K = handle->topk;
     cudaStream_t comm = impl.comm_stream;
     CombineResult result;
@@ -372,7 +396,8 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.y_row_stride_bytes = y.strides[0] * 2;
         if (args.row_weights.defined()) {
             combine.row_weights = args.row_weights.ptr_as<const float>();
-            combine.row_weights_stride = args.row_weights.ndim == 2 ? args.row_weights.strides[0] : args.row_weights.strides[0];
+            combine.row_weights_stride =
+                args.row_weights.ndim == 2 ? args.row_weights.strides[0] : args.row_weights.strides[0];
         }
         combine.row_src_token = handle->row_src_token.data<int32_t>();
         combine.row_combine_slot = handle->row_combine_slot.data<int32_t>();
@@ -397,8 +422,10 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         }
         combine.out = result.out.data<uint16_t>();
         combine.out_stride = result.out.view().strides[0];
-        combine.combined_weights = result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
-        launch::launch_ht_combine(context, combine, choose_num_sms(impl, args.num_sms, handle->num_experts, K));
+        combine.combined_weights =
+            result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
+        launch::launch_ht_combine(context, combine,
+                                  choose_num_sms(impl, args.num_sms, handle->num_experts, K));
     });
     return result;
 }

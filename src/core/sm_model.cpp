@@ -17,7 +17,8 @@ double expected_distinct_groups(int num_experts, int topk, int num_groups) {
     //   = prod_{i < k} (E - E/g - i) / (E - i), computed as a product to stay in range.
     const int outside = num_experts - num_experts / num_groups;
     double miss = 1.0;
-    for (int i = 0; i < topk; ++i) miss *= outside - i <= 0 ? 0.0 : double(outside - i) / double(num_experts - i);
+    for (int i = 0; i < topk; ++i)
+        miss *= outside - i <= 0 ? 0.0 : double(outside - i) / double(num_experts - i);
     return num_groups * (1.0 - miss);
 }
 
@@ -38,8 +39,10 @@ SmModelResult model_num_sms(const SmModelInput& input) {
     if (input.num_device_sms < 2) throw InvalidArgument("model_num_sms: num_device_sms must be >= 2");
     const ArchBandwidth& bw = input.bandwidth;
     SmModelResult result;
-    result.expected_ranks_per_token = expected_distinct_groups(input.num_experts, input.topk, input.num_ranks);
-    result.expected_nodes_per_token = expected_distinct_groups(input.num_experts, input.topk, input.num_nodes);
+    result.expected_ranks_per_token =
+        expected_distinct_groups(input.num_experts, input.topk, input.num_ranks);
+    result.expected_nodes_per_token =
+        expected_distinct_groups(input.num_experts, input.topk, input.num_nodes);
 
     // Per byte of token payload held by the sender:
     //  * the sender's SMs read it once and write one copy per distinct destination rank;
@@ -52,9 +55,11 @@ SmModelResult model_num_sms(const SmModelInput& input) {
     result.sm_write_bytes_per_token = d;
     const double nvlink_bytes = d * (ranks_per_node - 1.0) / input.num_ranks;
     const double rdma_bytes =
-        input.num_nodes > 1 ? result.expected_nodes_per_token * (input.num_nodes - 1.0) / input.num_nodes : 0.0;
+        input.num_nodes > 1 ? result.expected_nodes_per_token * (input.num_nodes - 1.0) / input.num_nodes
+                            : 0.0;
 
-    const int budget = input.max_sms > 0 ? std::min(input.max_sms, input.num_device_sms) : input.num_device_sms;
+    const int budget =
+        input.max_sms > 0 ? std::min(input.max_sms, input.num_device_sms) : input.num_device_sms;
     const double nvlink_time = nvlink_bytes / bw.nvlink_gbps, rdma_time = rdma_bytes / bw.rdma_gbps;
     if (nvlink_time <= 0 && rdma_time <= 0) {
         // Nothing crosses a link (one rank): the copy is local and read-bound.

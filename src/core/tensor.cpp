@@ -9,28 +9,44 @@ namespace switchyard {
 
 const char* dtype_name(DType dtype) {
     switch (dtype) {
-        case DType::kBFloat16: return "bf16";
-        case DType::kFloat16: return "fp16";
-        case DType::kFloat32: return "fp32";
-        case DType::kFloat8E4M3: return "fp8_e4m3";
-        case DType::kInt32: return "int32";
-        case DType::kInt64: return "int64";
-        case DType::kUInt8: return "uint8";
-        case DType::kBool: return "bool";
+        case DType::kBFloat16:
+            return "bf16";
+        case DType::kFloat16:
+            return "fp16";
+        case DType::kFloat32:
+            return "fp32";
+        case DType::kFloat8E4M3:
+            return "fp8_e4m3";
+        case DType::kInt32:
+            return "int32";
+        case DType::kInt64:
+            return "int64";
+        case DType::kUInt8:
+            return "uint8";
+        case DType::kBool:
+            return "bool";
     }
     return "unknown";
 }
 
 DLPackType to_dlpack_type(DType dtype) {
     switch (dtype) {
-        case DType::kBFloat16: return {4, 16, 1};
-        case DType::kFloat16: return {2, 16, 1};
-        case DType::kFloat32: return {2, 32, 1};
-        case DType::kFloat8E4M3: return {10, 8, 1};
-        case DType::kInt32: return {0, 32, 1};
-        case DType::kInt64: return {0, 64, 1};
-        case DType::kUInt8: return {1, 8, 1};
-        case DType::kBool: return {6, 8, 1};
+        case DType::kBFloat16:
+            return {4, 16, 1};
+        case DType::kFloat16:
+            return {2, 16, 1};
+        case DType::kFloat32:
+            return {2, 32, 1};
+        case DType::kFloat8E4M3:
+            return {10, 8, 1};
+        case DType::kInt32:
+            return {0, 32, 1};
+        case DType::kInt64:
+            return {0, 64, 1};
+        case DType::kUInt8:
+            return {1, 8, 1};
+        case DType::kBool:
+            return {6, 8, 1};
     }
     throw InvalidArgument("unknown dtype");
 }
@@ -50,8 +66,8 @@ DType from_dlpack_type(DLPackType type) {
 
 static TensorView make_view(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device) {
     if (shape.size() == 0 || shape.size() > TensorView::kMaxDims)
-        throw InvalidArgument("a TensorView has 1 to " + std::to_string(TensorView::kMaxDims) + " dims, got " +
-                              std::to_string(shape.size()));
+        throw InvalidArgument("a TensorView has 1 to " + std::to_string(TensorView::kMaxDims) +
+                              " dims, got " + std::to_string(shape.size()));
     TensorView view;
     view.data = data;
     view.dtype = dtype;
@@ -62,7 +78,8 @@ static TensorView make_view(void* data, DType dtype, std::initializer_list<int64
     return view;
 }
 
-TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device) {
+TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                                  Device device) {
     TensorView view = make_view(data, dtype, shape, device);
     int64_t stride = 1;
     for (int dim = view.ndim - 1; dim >= 0; --dim) {
@@ -104,7 +121,8 @@ std::string TensorView::describe() const {
     for (int dim = 0; dim < ndim; ++dim) out << (dim ? ", " : "") << shape[dim];
     out << "] strides [";
     for (int dim = 0; dim < ndim; ++dim) out << (dim ? ", " : "") << strides[dim];
-    out << "] on " << (device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(device.id) : std::string("cpu"));
+    out << "] on "
+        << (device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(device.id) : std::string("cpu"));
     return out.str();
 }
 

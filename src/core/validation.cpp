@@ -11,19 +11,24 @@ namespace {
 
 // Bulk copies move rows in 16-byte units from 16-byte aligned addresses.
 constexpr int64_t kRowAlignmentBytes = 16;
-constexpr int32_t kMaxSupportedTopk = 32;     // one warp lane per top-k slot
+constexpr int32_t kMaxSupportedTopk = 32;  // one warp lane per top-k slot
 constexpr int32_t kMaxSupportedExperts = 4096;
 constexpr int32_t kMaxSupportedHidden = 65536;
 
-[[noreturn]] void fail(const std::string& message) { throw InvalidArgument("switchyard: " + message); }
+[[noreturn]] void fail(const std::string& message) {
+    throw InvalidArgument("switchyard: " + message);
+}
 
-std::string shape_text(const TensorView& view) { return view.describe(); }
+std::string shape_text(const TensorView& view) {
+    return view.describe();
+}
 
 void require_device(const TensorView& view, const char* name, const ValidationContext& context) {
     if (!(view.device == context.device)) {
         std::ostringstream out;
         out << name << " must be on the buffer's device ("
-            << (context.device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(context.device.id) : "cpu")
+            << (context.device.type == DeviceType::kCUDA ? "cuda:" + std::to_string(context.device.id)
+                                                         : "cpu")
             << "), got " << shape_text(view);
         fail(out.str());
     }
@@ -96,7 +101,8 @@ void validate_topk(const DispatchArgs& args, const ValidationContext& context, i
 
 void validate_scales(const DispatchArgs& args, const ValidationContext& context, int64_t num_tokens,
                      int64_t hidden) {
-    if (!args.x_scales.defined()) fail("an fp8 x needs x_scales (fp32 [T, ceil(H/128)] or int32 [T, ceil(H/512)])");
+    if (!args.x_scales.defined())
+        fail("an fp8 x needs x_scales (fp32 [T, ceil(H/128)] or int32 [T, ceil(H/512)])");
     require_2d(args.x_scales, "x_scales");
     require_device(args.x_scales, "x_scales", context);
     require_rows(args.x_scales, "x_scales", num_tokens);
@@ -106,7 +112,8 @@ void validate_scales(const DispatchArgs& args, const ValidationContext& context,
     else if (args.x_scales.dtype == DType::kInt32)
         expected_columns = (hidden + 511) / 512;
     else
-        fail(std::string("x_scales must be fp32 (one scale per 128 channels) or int32 (UE8M0, four per word), got ") +
+        fail(std::string(
+                 "x_scales must be fp32 (one scale per 128 channels) or int32 (UE8M0, four per word), got ") +
              dtype_name(args.x_scales.dtype));
     if (args.x_scales.shape[1] != expected_columns)
         fail("x_scales must have " + std::to_string(expected_columns) + " columns for hidden " +
@@ -130,13 +137,17 @@ ValidationContext make_validation_context(const BufferConfig& config, int num_ra
 void validate_config(const BufferConfig& config) {
     if (config.struct_size < offsetof(BufferConfig, num_sms) + sizeof(config.num_sms) || config.version < 1)
         fail("BufferConfig has an unknown size or version: was it initialised with BufferConfig{}?");
-    if (config.max_tokens_per_rank < 1) fail("max_tokens_per_rank must be >= 1, got " + std::to_string(config.max_tokens_per_rank));
+    if (config.max_tokens_per_rank < 1)
+        fail("max_tokens_per_rank must be >= 1, got " + std::to_string(config.max_tokens_per_rank));
     if (config.max_hidden < 16 || config.max_hidden > kMaxSupportedHidden)
-        fail("max_hidden must be in [16, " + std::to_string(kMaxSupportedHidden) + "], got " + std::to_string(config.max_hidden));
+        fail("max_hidden must be in [16, " + std::to_string(kMaxSupportedHidden) + "], got " +
+             std::to_string(config.max_hidden));
     if (config.max_topk < 1 || config.max_topk > kMaxSupportedTopk)
-        fail("max_topk must be in [1, " + std::to_string(kMaxSupportedTopk) + "], got " + std::to_string(config.max_topk));
+        fail("max_topk must be in [1, " + std::to_string(kMaxSupportedTopk) + "], got " +
+             std::to_string(config.max_topk));
     if (config.max_experts < 1 || config.max_experts > kMaxSupportedExperts)
-        fail("max_experts must be in [1, " + std::to_string(kMaxSupportedExperts) + "], got " + std::to_string(config.max_experts));
+        fail("max_experts must be in [1, " + std::to_string(kMaxSupportedExperts) + "], got " +
+             std::to_string(config.max_experts));
     if (config.enable_low_latency && config.ll_max_tokens_per_rank < 1)
         fail("ll_max_tokens_per_rank must be >= 1 when low latency is enabled");
     if (!(config.timeout_seconds > 0.0)) fail("timeout_seconds must be positive");
@@ -162,8 +173,9 @@ void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts) {
             const int64_t value = topk_idx.dtype == DType::kInt64 ? topk_idx.ptr_as<const int64_t>()[offset]
                                                                   : topk_idx.ptr_as<const int32_t>()[offset];
             if (value < -1 || value >= num_experts)
-                fail("topk_idx[" + std::to_string(t) + "][" + std::to_string(k) + "] = " + std::to_string(value) +
-                     " is outside [-1, " + std::to_string(num_experts) + "); use -1 for an empty slot");
+                fail("topk_idx[" + std::to_string(t) + "][" + std::to_string(k) +
+                     "] = " + std::to_string(value) + " is outside [-1, " + std::to_string(num_experts) +
+                     "); use -1 for an empty slot");
         }
     }
 }
@@ -178,11 +190,12 @@ void validate_dispatch(const DispatchArgs& args, const ValidationContext& contex
         fail("x has " + std::to_string(num_tokens) + " tokens, more than the buffer's max_tokens_per_rank (" +
              std::to_string(context.max_tokens_per_rank) + ")");
     if (hidden < 1 || hidden > context.max_hidden)
-        fail("hidden size " + std::to_string(hidden) + " is outside [1, max_hidden = " +
-             std::to_string(context.max_hidden) + "]");
+        fail("hidden size " + std::to_string(hidden) +
+             " is outside [1, max_hidden = " + std::to_string(context.max_hidden) + "]");
     require_inner_contiguous(args.x, "x");
     if (args.x.dtype == DType::kBFloat16) {
-        if (args.x_scales.defined()) fail("x_scales given for a bf16 x; scales travel only with fp8 payloads");
+        if (args.x_scales.defined())
+            fail("x_scales given for a bf16 x; scales travel only with fp8 payloads");
     } else if (args.x.dtype == DType::kFloat8E4M3) {
         if (args.quantize_fp8) fail("quantize_fp8 needs a bf16 x; this x is already fp8");
         validate_scales(args, context, num_tokens, hidden);
@@ -193,7 +206,8 @@ void validate_dispatch(const DispatchArgs& args, const ValidationContext& contex
         fail("quantize_fp8 needs quantize_format kFloat32 or kUE8M0");
     require_aligned_rows(args.x, "x");
     validate_topk(args, context, num_tokens);
-    if (args.expert_alignment < 1) fail("expert_alignment must be >= 1, got " + std::to_string(args.expert_alignment));
+    if (args.expert_alignment < 1)
+        fail("expert_alignment must be >= 1, got " + std::to_string(args.expert_alignment));
     if (args.layout != RecvLayout::kExpertContiguous && (args.expert_alignment != 1 || args.zero_padding))
         fail("expert_alignment and zero_padding apply to the expert-major contiguous layout only");
     if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
@@ -211,23 +225,28 @@ void validate_combine(const CombineArgs& args, const CombineShape& shape, const 
     require_aligned_rows(args.y, "y");
     const bool rank_major = shape.layout == RecvLayout::kRankMajor;
     if (rank_major && (args.weighted || args.hierarchical))
-        fail("rank-major combine is an unweighted sum over receiving ranks; pre-multiply y, or dispatch into an "
-             "expert-major layout to use weighted or hierarchical combine");
+        fail(
+            "rank-major combine is an unweighted sum over receiving ranks; pre-multiply y, or dispatch into "
+            "an "
+            "expert-major layout to use weighted or hierarchical combine");
     if (args.row_weights.defined()) {
         require_device(args.row_weights, "row_weights", context);
         require_dtype(args.row_weights, "row_weights", DType::kFloat32);
-        const bool ok = rank_major ? (args.row_weights.ndim == 2 && args.row_weights.shape[0] == shape.num_rows &&
-                                      args.row_weights.shape[1] == shape.topk)
-                                   : (args.row_weights.ndim == 1 && args.row_weights.shape[0] == shape.num_rows);
+        const bool ok = rank_major
+                            ? (args.row_weights.ndim == 2 && args.row_weights.shape[0] == shape.num_rows &&
+                               args.row_weights.shape[1] == shape.topk)
+                            : (args.row_weights.ndim == 1 && args.row_weights.shape[0] == shape.num_rows);
         if (!ok)
-            fail(std::string("row_weights must be ") + (rank_major ? "[rows, K]" : "[rows]") + " for this layout, got " +
-                 shape_text(args.row_weights));
+            fail(std::string("row_weights must be ") + (rank_major ? "[rows, K]" : "[rows]") +
+                 " for this layout, got " + shape_text(args.row_weights));
     }
     if (args.topk_weights.defined()) {
         if (rank_major) fail("topk_weights on the home rank apply to weighted expert-major combine only");
         if (args.hierarchical)
-            fail("hierarchical combine weights each partial with the dispatch's weights on the receiving rank; "
-                 "home-rank topk_weights cannot be applied there");
+            fail(
+                "hierarchical combine weights each partial with the dispatch's weights on the receiving "
+                "rank; "
+                "home-rank topk_weights cannot be applied there");
         require_2d(args.topk_weights, "topk_weights");
         require_device(args.topk_weights, "topk_weights", context);
         require_dtype(args.topk_weights, "topk_weights", DType::kFloat32);
@@ -246,15 +265,16 @@ void validate_combine(const CombineArgs& args, const CombineShape& shape, const 
             fail(std::string(name) + " must be [T, H] = [" + std::to_string(shape.num_tokens) + ", " +
                  std::to_string(shape.hidden) + "], got " + shape_text(*bias));
     }
-    if (args.bias1.defined() && !args.bias0.defined()) fail("bias1 given without bias0; pass the first bias as bias0");
+    if (args.bias1.defined() && !args.bias0.defined())
+        fail("bias1 given without bias0; pass the first bias as bias0");
     if (args.out.defined()) {
         require_2d(args.out, "out");
         require_device(args.out, "out", context);
         require_dtype(args.out, "out", DType::kBFloat16);
         require_inner_contiguous(args.out, "out");
         if (args.out.shape[0] != shape.num_tokens || args.out.shape[1] != shape.hidden)
-            fail("out must be [T, H] = [" + std::to_string(shape.num_tokens) + ", " + std::to_string(shape.hidden) +
-                 "], got " + shape_text(args.out));
+            fail("out must be [T, H] = [" + std::to_string(shape.num_tokens) + ", " +
+                 std::to_string(shape.hidden) + "], got " + shape_text(args.out));
     }
     if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
 }

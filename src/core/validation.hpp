@@ -39,8 +39,8 @@ void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts);
 // Validates a combine call given the dispatch it answers (its layout, rows and token count).
 struct CombineShape {
     RecvLayout layout = RecvLayout::kRankMajor;
-    int64_t num_rows = 0;     // rows of the dispatch output on this rank
-    int64_t num_tokens = 0;   // T of this rank's dispatch input
+    int64_t num_rows = 0;    // rows of the dispatch output on this rank
+    int64_t num_tokens = 0;  // T of this rank's dispatch input
     int32_t hidden = 0;
     int32_t topk = 0;
 };

@@ -20,8 +20,8 @@ void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs arg
     warps = std::max(1, std::min(warps, (args.num_tokens + 31) / 32));
     jit::LaunchConfig config;
     config.block[0] = 32 * warps;
-    config.shared_bytes =
-        static_cast<unsigned>(device::layout_shared_bytes(warps, args.num_experts, args.num_ranks, args.topk) + 16);
+    config.shared_bytes = static_cast<unsigned>(
+        device::layout_shared_bytes(warps, args.num_experts, args.num_ranks, args.topk) + 16);
     config.stream = context.stream;
     kernel.ensure_dynamic_shared(config.shared_bytes);
     jit::launch(kernel, config, &args, sizeof(args));

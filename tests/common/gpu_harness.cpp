@@ -45,7 +45,9 @@ std::vector<RankConfig> standard_rank_configs() {
 
 void cuda_ok(cudaError_t status, const char* what, const char* file, int line) {
     if (status != cudaSuccess)
-        fail(file, line, std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+        fail(file, line,
+             std::string(what) + " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                 ")");
 }
 
 void run_ranks(int num_ranks, int num_gpus, const std::function<void(RankEnv&)>& body) {
@@ -85,7 +87,9 @@ void run_ranks(int num_ranks, int num_gpus, const std::function<void(RankEnv&)>&
     // unwinding (its destructors can wait for the others), so no single message is "the" cause.
     std::string report;
     for (int rank = 0; rank < num_ranks; ++rank)
-        if (!failures[rank].empty()) report += (report.empty() ? "" : "\n  ") + ("rank " + std::to_string(rank) + ": " + failures[rank]);
+        if (!failures[rank].empty())
+            report +=
+                (report.empty() ? "" : "\n  ") + ("rank " + std::to_string(rank) + ": " + failures[rank]);
     if (!report.empty()) throw TestFailure{report};
 }
 

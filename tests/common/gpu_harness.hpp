@@ -33,7 +33,9 @@ struct RankEnv {
 struct RankConfig {
     int ranks;
     int gpus;
-    std::string name() const { return "EP" + std::to_string(ranks) + " on " + std::to_string(gpus) + " GPU(s)"; }
+    std::string name() const {
+        return "EP" + std::to_string(ranks) + " on " + std::to_string(gpus) + " GPU(s)";
+    }
 };
 std::vector<RankConfig> standard_rank_configs();
 
@@ -47,7 +49,7 @@ void cuda_ok(cudaError_t status, const char* what, const char* file, int line);
 // A typed device allocation for tests.
 template <typename T>
 class DeviceArray {
-public:
+  public:
     DeviceArray() = default;
     explicit DeviceArray(size_t count) : count_(count) {
         if (count) SY_CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
@@ -56,7 +58,9 @@ public:
     ~DeviceArray() {
         if (data_) cudaFree(data_);
     }
-    DeviceArray(DeviceArray&& other) noexcept : data_(other.data_), count_(other.count_) { other.data_ = nullptr; }
+    DeviceArray(DeviceArray&& other) noexcept : data_(other.data_), count_(other.count_) {
+        other.data_ = nullptr;
+    }
     DeviceArray& operator=(DeviceArray&& other) noexcept {
         if (this != &other) {
             if (data_) cudaFree(data_);
@@ -84,7 +88,7 @@ public:
         if (count_) SY_CUDA_OK(cudaMemset(data_, byte, count_ * sizeof(T)));
     }
 
-private:
+  private:
     T* data_ = nullptr;
     size_t count_ = 0;
 };

@@ -45,7 +45,8 @@ struct Registrar {
 template <typename T>
 std::string to_text(const T& value) {
     std::ostringstream out;
-    if constexpr (std::is_same_v<T, unsigned char> || std::is_same_v<T, signed char> || std::is_same_v<T, char>)
+    if constexpr (std::is_same_v<T, unsigned char> || std::is_same_v<T, signed char> ||
+                  std::is_same_v<T, char>)
         out << static_cast<int>(value);
     else
         out << value;
@@ -92,57 +93,62 @@ inline int run_all(int argc, char** argv) {
 
 #define SY_TEST_CONCAT_(a, b) a##b
 #define SY_TEST_CONCAT(a, b) SY_TEST_CONCAT_(a, b)
-#define SY_TEST(suite, name)                                                                      \
-    static void SY_TEST_CONCAT(sy_test_, SY_TEST_CONCAT(suite, SY_TEST_CONCAT(_, name)))();      \
-    static ::switchyard::testing::Registrar SY_TEST_CONCAT(sy_registrar_,                         \
+#define SY_TEST(suite, name)                                                                                \
+    static void SY_TEST_CONCAT(sy_test_, SY_TEST_CONCAT(suite, SY_TEST_CONCAT(_, name)))();                 \
+    static ::switchyard::testing::Registrar SY_TEST_CONCAT(sy_registrar_,                                   \
                                                            SY_TEST_CONCAT(suite, SY_TEST_CONCAT(_, name)))( \
-        #suite "." #name, &SY_TEST_CONCAT(sy_test_, SY_TEST_CONCAT(suite, SY_TEST_CONCAT(_, name)))); \
+        #suite "." #name, &SY_TEST_CONCAT(sy_test_, SY_TEST_CONCAT(suite, SY_TEST_CONCAT(_, name))));       \
     static void SY_TEST_CONCAT(sy_test_, SY_TEST_CONCAT(suite, SY_TEST_CONCAT(_, name)))()
 
-#define SY_CHECK(cond)                                                                   \
-    do {                                                                                 \
+#define SY_CHECK(cond)                                                                        \
+    do {                                                                                      \
         if (!(cond)) ::switchyard::testing::fail(__FILE__, __LINE__, "check failed: " #cond); \
     } while (0)
 
-#define SY_CHECK_MSG(cond, msg)                                                                          \
-    do {                                                                                                 \
-        if (!(cond)) {                                                                                   \
-            std::ostringstream sy_msg_;                                                                  \
-            sy_msg_ << "check failed: " #cond " -- " << msg;                                            \
-            ::switchyard::testing::fail(__FILE__, __LINE__, sy_msg_.str());                              \
-        }                                                                                                \
+#define SY_CHECK_MSG(cond, msg)                                             \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            std::ostringstream sy_msg_;                                     \
+            sy_msg_ << "check failed: " #cond " -- " << msg;                \
+            ::switchyard::testing::fail(__FILE__, __LINE__, sy_msg_.str()); \
+        }                                                                   \
     } while (0)
 
-#define SY_CHECK_EQ(a, b)                                                                             \
-    do {                                                                                              \
-        const auto& sy_a_ = (a);                                                                      \
-        const auto& sy_b_ = (b);                                                                      \
-        if (!(sy_a_ == sy_b_))                                                                        \
-            ::switchyard::testing::fail(__FILE__, __LINE__,                                           \
-                                        "expected " #a " == " #b ", got " +                           \
-                                            ::switchyard::testing::to_text(sy_a_) + " vs " +          \
-                                            ::switchyard::testing::to_text(sy_b_));                   \
+#define SY_CHECK_EQ(a, b)                                                                    \
+    do {                                                                                     \
+        const auto& sy_a_ = (a);                                                             \
+        const auto& sy_b_ = (b);                                                             \
+        if (!(sy_a_ == sy_b_))                                                               \
+            ::switchyard::testing::fail(__FILE__, __LINE__,                                  \
+                                        "expected " #a " == " #b ", got " +                  \
+                                            ::switchyard::testing::to_text(sy_a_) + " vs " + \
+                                            ::switchyard::testing::to_text(sy_b_));          \
     } while (0)
 
 // Checks that `expr` throws `type` and, if `needle` is non-empty, that what() contains it.
-#define SY_CHECK_THROWS_WITH(expr, type, needle)                                                       \
-    do {                                                                                               \
-        bool sy_thrown_ = false;                                                                       \
-        try {                                                                                          \
-            (void)(expr);                                                                              \
-        } catch (const type& sy_e_) {                                                                  \
-            sy_thrown_ = true;                                                                         \
-            const std::string sy_what_ = sy_e_.what();                                                 \
-            if (std::string(needle).size() && sy_what_.find(needle) == std::string::npos)              \
-                ::switchyard::testing::fail(__FILE__, __LINE__,                                        \
-                                            "message of " #expr " lacks '" + std::string(needle) +     \
-                                                "': " + sy_what_);                                     \
-        }                                                                                              \
+#define SY_CHECK_THROWS_WITH(expr, type, needle)                                                         \
+    do {                                                                                                 \
+        bool sy_thrown_ = false;                                                                         \
+        try {                                                                                            \
+            (void)(expr);                                                                                \
+        } catch (const type& sy_e_) {                                                                    \
+            sy_thrown_ = true;                                                                           \
+            const std::string sy_what_ = sy_e_.what();                                                   \
+            if (std::string(needle).size() && sy_what_.find(needle) == std::string::npos)                \
+                ::switchyard::testing::fail(                                                             \
+                    __FILE__, __LINE__,                                                                  \
+                    "message of " #expr " lacks '" + std::string(needle) + "': " + sy_what_);            \
+        }                                                                                                \
         if (!sy_thrown_) ::switchyard::testing::fail(__FILE__, __LINE__, #expr " did not throw " #type); \
     } while (0)
 #define SY_CHECK_THROWS(expr, type) SY_CHECK_THROWS_WITH(expr, type, "")
 
-#define SY_SKIP(reason) throw ::switchyard::testing::TestSkipped{reason}
+#define SY_SKIP(reason)                        \
+    throw ::switchyard::testing::TestSkipped { \
+        reason                                 \
+    }
 
-#define SY_TEST_MAIN() \
-    int main(int argc, char** argv) { return ::switchyard::testing::run_all(argc, argv); }
+#define SY_TEST_MAIN()                                     \
+    int main(int argc, char** argv) {                      \
+        return ::switchyard::testing::run_all(argc, argv); \
+    }

@@ -15,7 +15,8 @@ namespace {
 const std::vector<jit::KernelSource>& families() {
     static const std::vector<jit::KernelSource> sources = {
         {"barrier", "switchyard/transport/barrier.cuh", "switchyard::device::barrier_kernel<128>"},
-        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh", "switchyard::device::layout_kernel<long long>"},
+        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
+         "switchyard::device::layout_kernel<long long>"},
         {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
         {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"},
         {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"},
@@ -24,7 +25,8 @@ const std::vector<jit::KernelSource>& families() {
          "switchyard::device::coresidency_probe_kernel"},
         {"ll_dispatch", "switchyard/ll/dispatch.cuh",
          "switchyard::device::ll_dispatch_kernel<8, 7168, 8, 1, long long, 3>"},
-        {"ll_combine", "switchyard/ll/combine.cuh", "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3>"},
+        {"ll_combine", "switchyard/ll/combine.cuh",
+         "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3>"},
     };
     return sources;
 }
@@ -39,8 +41,11 @@ SY_TEST(KernelFamilies, CompileForSm90aWithoutSpills) {
         std::printf("  %-20s %s: %d registers, %d spill bytes, %d stack bytes%s\n", source.family.c_str(),
                     options.arch.c_str(), compiled.num_registers, compiled.spill_bytes, compiled.stack_bytes,
                     compiled.cache_hit ? " (cache hit)" : "");
-        SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4, "\x7f" "ELF") == 0);
-        SY_CHECK_MSG(compiled.spill_bytes == 0, source.family << " spills " << compiled.spill_bytes << " bytes");
+        SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4,
+                                                                     "\x7f"
+                                                                     "ELF") == 0);
+        SY_CHECK_MSG(compiled.spill_bytes == 0,
+                     source.family << " spills " << compiled.spill_bytes << " bytes");
     }
 }
 

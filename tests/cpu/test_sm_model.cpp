@@ -7,7 +7,9 @@
 
 using namespace switchyard;
 
-static bool near(double a, double b, double tolerance = 1e-9) { return std::fabs(a - b) <= tolerance; }
+static bool near(double a, double b, double tolerance = 1e-9) {
+    return std::fabs(a - b) <= tolerance;
+}
 
 SY_TEST(SmModel, ExpectedDistinctRanksTop8Of256) {
     // By hand: P(miss) = prod_{i<8} (E - E/g - i) / (E - i).

@@ -174,7 +174,8 @@ SY_TEST(Validation, Combine) {
     SY_CHECK_THROWS_WITH(validate_combine(args, shape, f.context()), InvalidArgument, "[6, 256]");
     args.y = TensorView::contiguous(y.data(), DType::kBFloat16, {6, 256});
     args.bias1 = TensorView::contiguous(bias.data(), DType::kBFloat16, {4, 256});
-    SY_CHECK_THROWS_WITH(validate_combine(args, shape, f.context()), InvalidArgument, "bias1 given without bias0");
+    SY_CHECK_THROWS_WITH(validate_combine(args, shape, f.context()), InvalidArgument,
+                         "bias1 given without bias0");
     args.bias0 = TensorView::contiguous(bias.data(), DType::kBFloat16, {3, 256});
     SY_CHECK_THROWS_WITH(validate_combine(args, shape, f.context()), InvalidArgument, "bias0 must be [T, H]");
 }

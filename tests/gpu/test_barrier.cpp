@@ -34,22 +34,23 @@ BufferConfig small_config(double timeout_seconds) {
 // Allocation happens outside the rounds: with ranks as threads sharing a GPU, a device-synchronizing
 // call (cudaFree, cudaFreeHost) in one rank waits for another rank's in-flight barrier kernel, which
 // waits for this rank: a deadlock that only the timeout ends (docs/design-notes.md).
-int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine, const DeviceArray<uint8_t*>& peer_table,
-                        uint64_t* staging) {
+int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine,
+                        const DeviceArray<uint8_t*>& peer_table, uint64_t* staging) {
     const int ranks = env.num_ranks;
     const size_t offset = buffer.data_offset() + (copy_engine ? 4096 : 0);
     std::vector<uint8_t*> peers(ranks);
     for (int peer = 0; peer < ranks; ++peer) peers[peer] = buffer.peer_memory(peer);
     const jit::Kernel& store = jit::get_kernel(
-        {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"}, env.device);
+        {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"},
+        env.device);
     int stale = 0;
     for (uint64_t round = 1; round <= 20; ++round) {
         const uint64_t value = round * 1000 + env.rank;
         if (copy_engine) {
             staging[ranks] = value;
             for (int peer = 0; peer < ranks; ++peer)
-                SY_CUDA_OK(cudaMemcpyAsync(peers[peer] + offset + sizeof(uint64_t) * env.rank, &staging[ranks],
-                                           sizeof(uint64_t), cudaMemcpyDefault, env.stream));
+                SY_CUDA_OK(cudaMemcpyAsync(peers[peer] + offset + sizeof(uint64_t) * env.rank,
+                                           &staging[ranks], sizeof(uint64_t), cudaMemcpyDefault, env.stream));
         } else {
             device::PeerStoreArgs args{peer_table.data(), int64_t(offset), env.rank, ranks, value};
             jit::LaunchConfig launch;
@@ -65,7 +66,8 @@ int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine, const De
             if (staging[peer] == round * 1000 + peer) continue;
             ++stale;
             if (!copy_engine)
-                SY_CHECK_MSG(false, "round " << round << ": slot of rank " << peer << " holds " << staging[peer]);
+                SY_CHECK_MSG(false,
+                             "round " << round << ": slot of rank " << peer << " holds " << staging[peer]);
         }
         buffer.barrier(env.stream);
     }
@@ -100,8 +102,10 @@ SY_TEST(Barrier, OrdersPeerWritesAllConfigs) {
             if (env.rank == 0) {
                 int total = 0;
                 for (int s : stale) total += s;
-                std::printf("  %s: 20 rounds of SM-store writes ordered by the barrier; copy-engine writes: "
-                            "%d stale slot reads (diagnostic)\n", rc.name().c_str(), total);
+                std::printf(
+                    "  %s: 20 rounds of SM-store writes ordered by the barrier; copy-engine writes: "
+                    "%d stale slot reads (diagnostic)\n",
+                    rc.name().c_str(), total);
             }
         });
     }
@@ -127,7 +131,8 @@ SY_TEST(Barrier, PeerThatNeverArrivesTimesOut) {
                         thrown = true;
                         const double elapsed =
                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-                        std::printf("  [%d GPU(s)] TimeoutError after %.2f s: %s\n", gpus, elapsed, error.what());
+                        std::printf("  [%d GPU(s)] TimeoutError after %.2f s: %s\n", gpus, elapsed,
+                                    error.what());
                         SY_CHECK(elapsed < kTimeout + 1.0);
                         SY_CHECK(elapsed >= kTimeout * 0.9);
                         SY_CHECK_EQ(error.rank(), 0);

@@ -19,7 +19,8 @@ SY_TEST(BarrierStress, CountersAndSlotsAgree) {
             config.max_hidden = 128;
             config.timeout_seconds = 10;
             Buffer buffer(env.communicator, env.device, config);
-            const auto layout = device::WorkspaceLayout::make(rc.ranks, int32_t((config.max_experts + rc.ranks - 1) / rc.ranks));
+            const auto layout = device::WorkspaceLayout::make(
+                rc.ranks, int32_t((config.max_experts + rc.ranks - 1) / rc.ranks));
             std::vector<uint64_t> counters(device::kNumCounters), slots(rc.ranks);
             for (int batch = 1; batch <= 5; ++batch) {
                 for (int i = 0; i < 100; ++i) buffer.barrier(env.stream);
@@ -33,14 +34,15 @@ SY_TEST(BarrierStress, CountersAndSlotsAgree) {
                 std::string text;
                 for (uint64_t s : slots) text += std::to_string(s) + " ";
                 SY_CHECK_MSG(counters[device::kCounterBarrier] == expected,
-                             rc.name() << " batch " << batch << ": counter " << counters[device::kCounterBarrier]
-                                       << ", slots " << text);
+                             rc.name() << " batch " << batch << ": counter "
+                                       << counters[device::kCounterBarrier] << ", slots " << text);
                 for (int peer = 0; peer < rc.ranks; ++peer)
                     SY_CHECK_MSG(slots[peer] >= expected, rc.name() << ": slot of rank " << peer << " = "
                                                                     << slots[peer] << " < " << expected);
                 env.communicator->barrier(std::chrono::seconds(30));
             }
-            if (env.rank == 0) std::printf("  %s: 500 barriers, counters and slots agree\n", rc.name().c_str());
+            if (env.rank == 0)
+                std::printf("  %s: 500 barriers, counters and slots agree\n", rc.name().c_str());
         });
     }
 }

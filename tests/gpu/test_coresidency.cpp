@@ -26,13 +26,14 @@ SY_TEST(Coresidency, RanksSharingAGpuRunTogether) {
                 for (int b : all_blocks) total += uint64_t(b);
                 DeviceArray<int32_t> failed(1);
                 failed.fill_bytes(0);
-                const jit::Kernel& kernel = jit::get_kernel(
-                    {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
-                     "switchyard::device::coresidency_probe_kernel"},
-                    env.device);
+                const jit::Kernel& kernel =
+                    jit::get_kernel({"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
+                                     "switchyard::device::coresidency_probe_kernel"},
+                                    env.device);
                 for (uint64_t round = 1; round <= 3; ++round) {
                     device::CoresidencyProbeArgs args{};
-                    args.counter = reinterpret_cast<unsigned long long*>(buffer.peer_memory(0) + buffer.data_offset());
+                    args.counter =
+                        reinterpret_cast<unsigned long long*>(buffer.peer_memory(0) + buffer.data_offset());
                     args.target = round * total;
                     args.timeout_ns = 10ull * 1000 * 1000 * 1000;
                     args.failed = failed.data();
@@ -43,8 +44,9 @@ SY_TEST(Coresidency, RanksSharingAGpuRunTogether) {
                     launch.cooperative = cooperative;
                     jit::launch(kernel, launch, &args, sizeof(args));
                     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-                    SY_CHECK_MSG(failed.download()[0] == 0, rc.name() << (cooperative ? " cooperative" : " plain")
-                                                                      << ": blocks did not all run together");
+                    SY_CHECK_MSG(failed.download()[0] == 0, rc.name()
+                                                                << (cooperative ? " cooperative" : " plain")
+                                                                << ": blocks did not all run together");
                     env.communicator->barrier(std::chrono::seconds(30));
                 }
                 if (env.rank == 0)

@@ -39,9 +39,12 @@ struct Case {
         static const char* layouts[] = {"rank-major", "expert-contiguous", "expert-masked"};
         std::string p = payload == ref::Payload::kBF16 ? (quantize ? "bf16->fp8" : "bf16") : "fp8";
         if (payload == ref::Payload::kFP8 || quantize)
-            p += (payload == ref::Payload::kFP8 ? scales : quantize_format) == ref::ScaleFormat::kUE8M0 ? "/ue8m0" : "/fp32";
-        return std::string(layouts[int(layout)]) + " " + p + (counts == CountMode::kHostSynced ? " host" : " device") +
-               " H" + std::to_string(hidden) + " K" + std::to_string(topk);
+            p += (payload == ref::Payload::kFP8 ? scales : quantize_format) == ref::ScaleFormat::kUE8M0
+                     ? "/ue8m0"
+                     : "/fp32";
+        return std::string(layouts[int(layout)]) + " " + p +
+               (counts == CountMode::kHostSynced ? " host" : " device") + " H" + std::to_string(hidden) +
+               " K" + std::to_string(topk);
     }
 };
 
@@ -72,7 +75,8 @@ std::vector<ref::DispatchInput> make_inputs(const Case& c, const ref::Problem& p
             in.scales.resize(size_t(T) * words);
             for (int t = 0; t < T; ++t) {
                 for (auto& v : source) v = random_bf16(rng);
-                ref::quantize_token(source.data(), H, c.scales, &in.x_fp8[size_t(t) * H], &in.scales[size_t(t) * words]);
+                ref::quantize_token(source.data(), H, c.scales, &in.x_fp8[size_t(t) * H],
+                                    &in.scales[size_t(t) * words]);
             }
         }
         in.topk_idx.assign(size_t(T) * K, -1);
@@ -104,15 +108,18 @@ template <typename T>
 std::vector<T> download_rows(const TensorView& view, int64_t rows, int64_t columns) {
     std::vector<T> out(size_t(rows) * columns);
     if (rows > 0 && columns > 0)
-        SY_CUDA_OK(cudaMemcpy2D(out.data(), sizeof(T) * columns, view.ptr(), sizeof(T) * view.strides[0] * view.element_size() / sizeof(T),
+        SY_CUDA_OK(cudaMemcpy2D(out.data(), sizeof(T) * columns, view.ptr(),
+                                sizeof(T) * view.strides[0] * view.element_size() / sizeof(T),
                                 sizeof(T) * columns, rows, cudaMemcpyDeviceToHost));
     return out;
 }
 
-std::vector<uint8_t> download_bytes(const TensorView& view, int64_t rows, int64_t row_bytes, int64_t stride_bytes) {
+std::vector<uint8_t> download_bytes(const TensorView& view, int64_t rows, int64_t row_bytes,
+                                    int64_t stride_bytes) {
     std::vector<uint8_t> out(size_t(rows) * row_bytes);
     if (rows > 0)
-        SY_CUDA_OK(cudaMemcpy2D(out.data(), row_bytes, view.ptr(), stride_bytes, row_bytes, rows, cudaMemcpyDeviceToHost));
+        SY_CUDA_OK(cudaMemcpy2D(out.data(), row_bytes, view.ptr(), stride_bytes, row_bytes, rows,
+                                cudaMemcpyDeviceToHost));
     return out;
 }
 
@@ -141,9 +148,9 @@ DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, Ra
         std::vector<uint32_t> scales(in.scales);
         scales.resize(scales.size() + 1);
         data.scales = DeviceArray<uint32_t>(scales);
-        args.x_scales = TensorView::contiguous(data.scales.data(),
-                                               c.scales == ref::ScaleFormat::kUE8M0 ? DType::kInt32 : DType::kFloat32,
-                                               {T, words}, dev);
+        args.x_scales = TensorView::contiguous(
+            data.scales.data(), c.scales == ref::ScaleFormat::kUE8M0 ? DType::kInt32 : DType::kFloat32,
+            {T, words}, dev);
     }
     std::vector<int64_t> idx(in.topk_idx);
     idx.resize(idx.size() + 1);
@@ -160,13 +167,15 @@ DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, Ra
     args.expert_alignment = c.alignment;
     args.zero_padding = c.zero_padding;
     args.quantize_fp8 = c.quantize;
-    args.quantize_format = c.quantize_format == ref::ScaleFormat::kUE8M0 ? ScaleFormat::kUE8M0 : ScaleFormat::kFloat32;
+    args.quantize_format =
+        c.quantize_format == ref::ScaleFormat::kUE8M0 ? ScaleFormat::kUE8M0 : ScaleFormat::kFloat32;
     args.counts = c.counts;
     return args;
 }
 
 // Compares this rank's dispatch result with the reference output, row by row.
-void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const DispatchResult& result, int num_ranks) {
+void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const DispatchResult& result,
+                    int num_ranks) {
     const int H = c.hidden, K = c.topk;
     const bool fp8 = expected.payload == ref::Payload::kFP8;
     const int64_t row_bytes = int64_t(H) * (fp8 ? 1 : 2);
@@ -179,8 +188,10 @@ void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const Di
     SY_CUDA_OK(cudaMemcpy(&device_rows, result.num_recv_rows.view().ptr(), 4, cudaMemcpyDeviceToHost));
     const int64_t rows = c.layout == RecvLayout::kRankMajor
                              ? expected.num_rows
-                             : (c.layout == RecvLayout::kExpertContiguous ? expected.expert_offsets.back() : expected.num_rows);
-    if (c.layout != RecvLayout::kExpertMasked) SY_CHECK_MSG(device_rows == rows, c.name() << ": rows " << device_rows << " vs " << rows);
+                             : (c.layout == RecvLayout::kExpertContiguous ? expected.expert_offsets.back()
+                                                                          : expected.num_rows);
+    if (c.layout != RecvLayout::kExpertMasked)
+        SY_CHECK_MSG(device_rows == rows, c.name() << ": rows " << device_rows << " vs " << rows);
     if (c.counts == CountMode::kHostSynced && c.layout != RecvLayout::kExpertMasked)
         SY_CHECK_EQ(result.host_num_recv_rows, rows);
     const TensorView& x = result.recv_x.view();
@@ -191,23 +202,26 @@ void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const Di
         const TensorView& s = result.recv_scales.view();
         got_scales = download_bytes(s, rows, words * 4, (s.ndim == 3 ? s.strides[1] : s.strides[0]) * 4);
     }
-    const uint8_t* want_x = fp8 ? expected.x_fp8.data() : reinterpret_cast<const uint8_t*>(expected.x_bf16.data());
+    const uint8_t* want_x =
+        fp8 ? expected.x_fp8.data() : reinterpret_cast<const uint8_t*>(expected.x_bf16.data());
     int64_t checked_rows = 0;
     for (int64_t row = 0; row < rows; ++row) {
         const bool valid = expected.sources[row].rank >= 0;
         if (!valid && !(c.layout == RecvLayout::kExpertContiguous && c.zero_padding)) continue;
         ++checked_rows;
         SY_CHECK_MSG(std::memcmp(&got_x[row * row_bytes], want_x + row * row_bytes, row_bytes) == 0,
-                     c.name() << ": payload of row " << row << " (source rank " << expected.sources[row].rank << ", token "
-                              << expected.sources[row].token << ") differs");
+                     c.name() << ": payload of row " << row << " (source rank " << expected.sources[row].rank
+                              << ", token " << expected.sources[row].token << ") differs");
         if (words)
-            SY_CHECK_MSG(std::memcmp(&got_scales[row * words * 4], &expected.scales[row * words], words * 4) == 0,
-                         c.name() << ": scales of row " << row << " differ");
+            SY_CHECK_MSG(
+                std::memcmp(&got_scales[row * words * 4], &expected.scales[row * words], words * 4) == 0,
+                c.name() << ": scales of row " << row << " differ");
     }
     if (c.layout == RecvLayout::kRankMajor) {
         const auto got_idx = download_rows<int32_t>(result.recv_topk_idx.view(), rows, K);
-        SY_CHECK_MSG(got_idx == std::vector<int32_t>(expected.topk_idx.begin(), expected.topk_idx.begin() + rows * K),
-                     c.name() << ": recv_topk_idx differs");
+        SY_CHECK_MSG(
+            got_idx == std::vector<int32_t>(expected.topk_idx.begin(), expected.topk_idx.begin() + rows * K),
+            c.name() << ": recv_topk_idx differs");
         if (c.weights) {
             const auto got_w = download_rows<float>(result.recv_topk_weights.view(), rows, K);
             SY_CHECK_MSG(std::memcmp(got_w.data(), expected.topk_weights.data(), got_w.size() * 4) == 0,
@@ -215,7 +229,9 @@ void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const Di
         }
     } else if (c.weights) {
         std::vector<float> got_w(static_cast<size_t>(rows), 0.0f);
-        if (rows) SY_CUDA_OK(cudaMemcpy(got_w.data(), result.recv_topk_weights.view().ptr(), rows * 4, cudaMemcpyDeviceToHost));
+        if (rows)
+            SY_CUDA_OK(cudaMemcpy(got_w.data(), result.recv_topk_weights.view().ptr(), rows * 4,
+                                  cudaMemcpyDeviceToHost));
         for (int64_t row = 0; row < rows; ++row)
             if (expected.sources[row].rank >= 0 || c.zero_padding)
                 SY_CHECK_MSG(std::memcmp(&got_w[row], &expected.topk_weights[row], 4) == 0,
@@ -255,15 +271,18 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
     const int L = c.experts_per_rank;
     const bool host = c.counts == CountMode::kHostSynced;
     int64_t device_rows = 0;
-    if (c.layout == RecvLayout::kRankMajor) device_rows = host ? mine.num_rows : int64_t(R) * c.max_tokens;
+    if (c.layout == RecvLayout::kRankMajor)
+        device_rows = host ? mine.num_rows : int64_t(R) * c.max_tokens;
     else if (c.layout == RecvLayout::kExpertContiguous)
         device_rows = host ? mine.expert_offsets.back()
                            : int64_t(R) * c.max_tokens * std::min(c.topk, L) + int64_t(L) * (c.alignment - 1);
-    else device_rows = mine.num_rows;  // masked: L * R * T_max either way
+    else
+        device_rows = mine.num_rows;  // masked: L * R * T_max either way
     std::vector<ref::CombineInput> combine_inputs(R);
     for (int q = 0; q < R; ++q) {
         const auto& out_q = expected.outputs[q];
-        const int64_t rows_q = c.layout == RecvLayout::kExpertContiguous ? out_q.expert_offsets.back() : out_q.num_rows;
+        const int64_t rows_q =
+            c.layout == RecvLayout::kExpertContiguous ? out_q.expert_offsets.back() : out_q.num_rows;
         combine_inputs[q].y = make_y(q, rows_q, c.hidden, c.seed);
         combine_inputs[q].row_weights.resize(c.layout == RecvLayout::kRankMajor ? rows_q * c.topk : rows_q);
         std::mt19937 rng(c.seed * 31u + q);
@@ -282,7 +301,8 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
         DeviceArray<uint8_t> y_device(y_raw);
         const int64_t weight_columns = rank_major ? c.topk : 1;
         std::vector<float> rw(size_t(std::max<int64_t>(device_rows, 1)) * weight_columns, 0.0f);
-        std::memcpy(rw.data(), combine_inputs[env.rank].row_weights.data(), combine_inputs[env.rank].row_weights.size() * 4);
+        std::memcpy(rw.data(), combine_inputs[env.rank].row_weights.data(),
+                    combine_inputs[env.rank].row_weights.size() * 4);
         DeviceArray<float> row_weights_device(rw);
         std::vector<uint16_t> bias(size_t(std::max(T, 1)) * c.hidden * 2);
         std::mt19937 bias_rng(c.seed + 17u * env.rank);
@@ -308,21 +328,30 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
             int biases;
         };
         std::vector<Mode> modes;
-        if (rank_major) modes = {{false, false, 0}, {false, false, 2}};
-        else modes = {{false, false, 1}, {true, false, 0}, {false, true, 0}, {true, true, 2}};
+        if (rank_major)
+            modes = {{false, false, 0}, {false, false, 2}};
+        else
+            modes = {{false, false, 1}, {true, false, 0}, {false, true, 0}, {true, true, 2}};
         for (const Mode& mode : modes) {
             if (mode.weighted && !c.weights) continue;
             const Device dev = Device::cuda(env.device);
             CombineArgs combine;
-            combine.y = TensorView::contiguous(y_device.data(), DType::kBFloat16, {device_rows, c.hidden}, dev);
-            combine.row_weights = rank_major ? TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows, c.topk}, dev)
-                                             : TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows}, dev);
+            combine.y =
+                TensorView::contiguous(y_device.data(), DType::kBFloat16, {device_rows, c.hidden}, dev);
+            combine.row_weights =
+                rank_major
+                    ? TensorView::contiguous(row_weights_device.data(), DType::kFloat32,
+                                             {device_rows, c.topk}, dev)
+                    : TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows}, dev);
             combine.weighted = mode.weighted;
             combine.hierarchical = mode.hierarchical;
-            if (mode.biases >= 1) combine.bias0 = TensorView::contiguous(bias_device.data(), DType::kBFloat16, {T, c.hidden}, dev);
+            if (mode.biases >= 1)
+                combine.bias0 =
+                    TensorView::contiguous(bias_device.data(), DType::kBFloat16, {T, c.hidden}, dev);
             if (mode.biases >= 2)
-                combine.bias1 = TensorView::contiguous(bias_device.data() + size_t(std::max(T, 1)) * c.hidden * 2, DType::kBFloat16,
-                                                       {T, c.hidden}, dev);
+                combine.bias1 =
+                    TensorView::contiguous(bias_device.data() + size_t(std::max(T, 1)) * c.hidden * 2,
+                                           DType::kBFloat16, {T, c.hidden}, dev);
             CombineResult combined = buffer.combine(combine, result.handle, env.stream);
             SY_CUDA_OK(cudaStreamSynchronize(env.stream));
             buffer.check_errors();
@@ -335,24 +364,31 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
                 for (auto& v : b) v = random_bf16(rng);
                 if (mode.biases >= 1) homes[s].bias0.assign(b.begin(), b.begin() + size_t(Ts) * c.hidden);
                 if (mode.biases >= 2)
-                    homes[s].bias1.assign(b.begin() + size_t(std::max(Ts, 1)) * c.hidden,
-                                          b.begin() + size_t(std::max(Ts, 1)) * c.hidden + size_t(Ts) * c.hidden);
+                    homes[s].bias1.assign(
+                        b.begin() + size_t(std::max(Ts, 1)) * c.hidden,
+                        b.begin() + size_t(std::max(Ts, 1)) * c.hidden + size_t(Ts) * c.hidden);
             }
             ref::CombineOptions combine_options;
             combine_options.weighted = mode.weighted;
             combine_options.hierarchical = mode.hierarchical;
             const auto want = ref::combine(expected.routing, combine_inputs, homes, combine_options);
             std::vector<uint16_t> got(size_t(T) * c.hidden);
-            if (T) SY_CUDA_OK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2, cudaMemcpyDeviceToHost));
+            if (T)
+                SY_CUDA_OK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2,
+                                      cudaMemcpyDeviceToHost));
             for (size_t i = 0; i < got.size(); ++i)
                 SY_CHECK_MSG(got[i] == want[env.rank].out[i],
-                             c.name() << " combine (weighted " << mode.weighted << ", hierarchical " << mode.hierarchical
-                                      << ", biases " << mode.biases << "): token " << i / c.hidden << " channel " << i % c.hidden
-                                      << ": " << got[i] << " vs " << want[env.rank].out[i]);
+                             c.name() << " combine (weighted " << mode.weighted << ", hierarchical "
+                                      << mode.hierarchical << ", biases " << mode.biases << "): token "
+                                      << i / c.hidden << " channel " << i % c.hidden << ": " << got[i]
+                                      << " vs " << want[env.rank].out[i]);
             std::vector<float> got_w(size_t(T) * c.topk);
-            if (T) SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(), got_w.size() * 4, cudaMemcpyDeviceToHost));
-            SY_CHECK_MSG(std::memcmp(got_w.data(), want[env.rank].combined_topk_weights.data(), got_w.size() * 4) == 0,
-                         c.name() << ": combined_topk_weights differ");
+            if (T)
+                SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(),
+                                      got_w.size() * 4, cudaMemcpyDeviceToHost));
+            SY_CHECK_MSG(
+                std::memcmp(got_w.data(), want[env.rank].combined_topk_weights.data(), got_w.size() * 4) == 0,
+                c.name() << ": combined_topk_weights differ");
         }
         env.communicator->barrier(kHostTimeout);
     }
@@ -372,18 +408,36 @@ BufferConfig ht_config() {
 std::vector<Case> all_cases() {
     std::vector<Case> cases;
     uint32_t seed = 1;
-    for (RecvLayout layout : {RecvLayout::kRankMajor, RecvLayout::kExpertContiguous, RecvLayout::kExpertMasked}) {
+    for (RecvLayout layout :
+         {RecvLayout::kRankMajor, RecvLayout::kExpertContiguous, RecvLayout::kExpertMasked}) {
         for (int payload = 0; payload < 5; ++payload) {
             for (CountMode counts : {CountMode::kHostSynced, CountMode::kDevice}) {
                 Case c;
                 c.layout = layout;
                 c.counts = counts;
                 c.seed = seed++;
-                if (payload == 1) { c.payload = ref::Payload::kFP8; c.scales = ref::ScaleFormat::kFloat32; }
-                if (payload == 2) { c.payload = ref::Payload::kFP8; c.scales = ref::ScaleFormat::kUE8M0; c.hidden = 384; }
-                if (payload == 3) { c.quantize = true; c.quantize_format = ref::ScaleFormat::kFloat32; }
-                if (payload == 4) { c.quantize = true; c.quantize_format = ref::ScaleFormat::kUE8M0; c.hidden = 640 - 128; }
-                if (layout == RecvLayout::kExpertContiguous) { c.alignment = payload % 2 ? 4 : 1; c.zero_padding = payload % 2 == 1; }
+                if (payload == 1) {
+                    c.payload = ref::Payload::kFP8;
+                    c.scales = ref::ScaleFormat::kFloat32;
+                }
+                if (payload == 2) {
+                    c.payload = ref::Payload::kFP8;
+                    c.scales = ref::ScaleFormat::kUE8M0;
+                    c.hidden = 384;
+                }
+                if (payload == 3) {
+                    c.quantize = true;
+                    c.quantize_format = ref::ScaleFormat::kFloat32;
+                }
+                if (payload == 4) {
+                    c.quantize = true;
+                    c.quantize_format = ref::ScaleFormat::kUE8M0;
+                    c.hidden = 640 - 128;
+                }
+                if (layout == RecvLayout::kExpertContiguous) {
+                    c.alignment = payload % 2 ? 4 : 1;
+                    c.zero_padding = payload % 2 == 1;
+                }
                 if (payload == 0 && counts == CountMode::kDevice) c.weights = false;
                 cases.push_back(c);
             }
@@ -409,7 +463,8 @@ SY_TEST(HighThroughput, MatchesReferenceAllConfigs) {
                 ++passed;
             }
             buffer.synchronize();
-            if (env.rank == 0) std::printf("  %s: %d dispatch/combine cases bit-exact\n", rc.name().c_str(), passed);
+            if (env.rank == 0)
+                std::printf("  %s: %d dispatch/combine cases bit-exact\n", rc.name().c_str(), passed);
         });
     }
 }

@@ -63,13 +63,15 @@ Iteration make_iteration(int rank, int num_ranks, int iteration) {
     return it;
 }
 
-void check_round_trip(const Iteration& it, const std::vector<uint16_t>& out, const char* what, int iteration) {
+void check_round_trip(const Iteration& it, const std::vector<uint16_t>& out, const char* what,
+                      int iteration) {
     for (int t = 0; t < kTokens; ++t)
         for (int c = 0; c < kHidden; ++c) {
-            const float want = reference::bf16_to_float(it.x[size_t(t) * kHidden + c]) * float(it.ranks_hit[t]);
+            const float want =
+                reference::bf16_to_float(it.x[size_t(t) * kHidden + c]) * float(it.ranks_hit[t]);
             const float got = reference::bf16_to_float(out[size_t(t) * kHidden + c]);
-            SY_CHECK_MSG(got == want, what << " iteration " << iteration << ": token " << t << " channel " << c << ": "
-                                           << got << " vs " << want);
+            SY_CHECK_MSG(got == want, what << " iteration " << iteration << ": token " << t << " channel "
+                                           << c << ": " << got << " vs " << want);
         }
 }
 
@@ -93,7 +95,8 @@ struct Inputs {
         std::memcpy(pinned_x, it.x.data(), it.x.size() * 2);
         std::memcpy(pinned_idx, it.idx.data(), it.idx.size() * 8);
         SY_CUDA_OK(cudaMemcpyAsync(x.data(), pinned_x, it.x.size() * 2, cudaMemcpyHostToDevice, stream));
-        SY_CUDA_OK(cudaMemcpyAsync(idx.data(), pinned_idx, it.idx.size() * 8, cudaMemcpyHostToDevice, stream));
+        SY_CUDA_OK(
+            cudaMemcpyAsync(idx.data(), pinned_idx, it.idx.size() * 8, cudaMemcpyHostToDevice, stream));
     }
     DispatchArgs dispatch_args(int device, int experts) const {
         DispatchArgs args;
@@ -112,7 +115,8 @@ std::pair<DispatchResult, CombineResult> round_trip(Buffer& buffer, Inputs& inpu
     DispatchResult dispatched = buffer.dispatch(inputs.dispatch_args(device, experts), stream);
     CombineArgs combine;
     combine.y = dispatched.recv_x.view();
-    combine.out = TensorView::contiguous(inputs.out.data(), DType::kBFloat16, {kTokens, kHidden}, Device::cuda(device));
+    combine.out =
+        TensorView::contiguous(inputs.out.data(), DType::kBFloat16, {kTokens, kHidden}, Device::cuda(device));
     CombineResult combined = buffer.combine(combine, dispatched.handle, stream);
     return {std::move(dispatched), std::move(combined)};
 }
@@ -154,7 +158,8 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
             env.communicator->barrier(std::chrono::seconds(30));
             SY_CUDA_OK(cudaGraphExecDestroy(exec));
             SY_CUDA_OK(cudaGraphDestroy(graph));
-            if (env.rank == 0) std::printf("  %s: 20 graph replays with new routing, all exact\n", rc.name().c_str());
+            if (env.rank == 0)
+                std::printf("  %s: 20 graph replays with new routing, all exact\n", rc.name().c_str());
         });
     }
 }
@@ -172,12 +177,14 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
                 const Iteration it = make_iteration(env.rank, 4, 1000 + iteration);
                 inputs.load(it, env.stream);
                 auto results = round_trip(buffer, inputs, env.device, 4 * kExpertsPerRank, env.stream);
-                SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost, env.stream));
+                SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
+                                           cudaMemcpyDeviceToHost, env.stream));
                 SY_CUDA_OK(cudaStreamSynchronize(env.stream));
                 check_round_trip(it, out, "soak", iteration);
             }
             buffer.synchronize();
-            if (env.rank == 0) std::printf("  EP4 on %d GPU(s): 1000 dispatch+combine iterations exact\n", gpus);
+            if (env.rank == 0)
+                std::printf("  EP4 on %d GPU(s): 1000 dispatch+combine iterations exact\n", gpus);
         });
     }
 }
@@ -221,7 +228,8 @@ SY_TEST(HighThroughputSanitizer, SmallEp2RoundTrip) {
             const Iteration it = make_iteration(env.rank, 2, 50 + iteration);
             inputs.load(it, env.stream);
             auto results = round_trip(buffer, inputs, env.device, 2 * kExpertsPerRank, env.stream);
-            SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost, env.stream));
+            SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost,
+                                       env.stream));
             SY_CUDA_OK(cudaStreamSynchronize(env.stream));
             check_round_trip(it, out, "sanitizer case", iteration);
         }

@@ -21,7 +21,8 @@ struct ExpectedLayout {
 
 // The layout written out plainly: a token's slot at rank q counts the earlier tokens that also
 // go to q; a (t, k)'s position counts the earlier (t', k') naming the same expert.
-ExpectedLayout expected_layout(const std::vector<int64_t>& idx, int tokens, int topk, int experts, int ranks) {
+ExpectedLayout expected_layout(const std::vector<int64_t>& idx, int tokens, int topk, int experts,
+                               int ranks) {
     const int local = experts / ranks;
     ExpectedLayout e;
     e.per_rank.assign(ranks, 0);
@@ -56,7 +57,8 @@ std::vector<int64_t> random_routing(std::mt19937& rng, int tokens, int topk, int
             if (rng() % 7 == 0) continue;  // an empty slot
             int expert;
             do expert = int(rng() % experts);
-            while (std::find(chosen.begin(), chosen.end(), expert) != chosen.end() && int(chosen.size()) < experts);
+            while (std::find(chosen.begin(), chosen.end(), expert) != chosen.end() &&
+                   int(chosen.size()) < experts);
             chosen.push_back(expert);
             idx[size_t(t) * topk + k] = expert;
         }
@@ -65,7 +67,8 @@ std::vector<int64_t> random_routing(std::mt19937& rng, int tokens, int topk, int
 }
 
 template <typename Index>
-void run_case(Buffer& buffer, cudaStream_t stream, const std::vector<int64_t>& idx, int tokens, int topk, int experts) {
+void run_case(Buffer& buffer, cudaStream_t stream, const std::vector<int64_t>& idx, int tokens, int topk,
+              int experts) {
     const int ranks = buffer.num_ranks();
     std::vector<Index> narrow(idx.begin(), idx.end());
     DeviceArray<Index> d_idx(std::max<size_t>(narrow.size(), 1));
@@ -84,8 +87,8 @@ void run_case(Buffer& buffer, cudaStream_t stream, const std::vector<int64_t>& i
     out.token_rank_slot = TensorView::contiguous(slot.data(), DType::kInt32, {tokens, ranks}, device);
     out.token_in_rank = TensorView::contiguous(in_rank.data(), DType::kUInt8, {tokens, ranks}, device);
     out.token_expert_pos = TensorView::contiguous(position.data(), DType::kInt32, {tokens, topk}, device);
-    buffer.get_dispatch_layout(TensorView::contiguous(d_idx.data(), index_type, {tokens, topk}, device), experts, out,
-                               stream);
+    buffer.get_dispatch_layout(TensorView::contiguous(d_idx.data(), index_type, {tokens, topk}, device),
+                               experts, out, stream);
     SY_CUDA_OK(cudaStreamSynchronize(stream));
     buffer.check_errors();
     const ExpectedLayout e = expected_layout(idx, tokens, topk, experts, ranks);
@@ -122,8 +125,10 @@ SY_TEST(Layout, MatchesCpuAllConfigs) {
                     for (int experts : {rc.ranks * 2, 64, 256}) {
                         if (experts % rc.ranks) continue;
                         const auto idx = random_routing(rng, tokens, topk, experts, false);
-                        if ((tokens + topk) % 2) run_case<int64_t>(buffer, env.stream, idx, tokens, topk, experts);
-                        else run_case<int32_t>(buffer, env.stream, idx, tokens, topk, experts);
+                        if ((tokens + topk) % 2)
+                            run_case<int64_t>(buffer, env.stream, idx, tokens, topk, experts);
+                        else
+                            run_case<int32_t>(buffer, env.stream, idx, tokens, topk, experts);
                     }
                 }
             }
@@ -153,8 +158,10 @@ SY_TEST(Layout, CountsAgreeWithReference) {
         }
         const auto result = reference::dispatch(problem, inputs, {});
         run_case<int64_t>(buffer, env.stream, inputs[env.rank].topk_idx, inputs[env.rank].num_tokens, 6, 32);
-        const ExpectedLayout e = expected_layout(inputs[env.rank].topk_idx, inputs[env.rank].num_tokens, 6, 32, 4);
-        for (int q = 0; q < 4; ++q) SY_CHECK_EQ(result.outputs[q].num_rows_per_source[env.rank], e.per_rank[q]);
+        const ExpectedLayout e =
+            expected_layout(inputs[env.rank].topk_idx, inputs[env.rank].num_tokens, 6, 32, 4);
+        for (int q = 0; q < 4; ++q)
+            SY_CHECK_EQ(result.outputs[q].num_rows_per_source[env.rank], e.per_rank[q]);
     });
 }
 
@@ -168,7 +175,8 @@ SY_TEST(Layout, InvalidExpertIdCaughtOnGpu) {
             run_case<int64_t>(buffer, env.stream, idx, 3, 2, 64);
         } catch (const InvalidArgument& error) {
             thrown = true;
-            SY_CHECK(std::string(error.what()).find("topk_idx[2][0] = 64 is outside [-1, 64)") != std::string::npos);
+            SY_CHECK(std::string(error.what()).find("topk_idx[2][0] = 64 is outside [-1, 64)") !=
+                     std::string::npos);
         }
         SY_CHECK(thrown);
         buffer.reset();

@@ -28,9 +28,17 @@ typedef unsigned long long uint64_t;
 
 namespace switchyard::device {
 
-SY_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-SY_HOST_DEVICE constexpr int64_t align_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-SY_HOST_DEVICE constexpr int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-SY_HOST_DEVICE constexpr int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+SY_HOST_DEVICE constexpr int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+SY_HOST_DEVICE constexpr int64_t align_up(int64_t a, int64_t b) {
+    return ceil_div(a, b) * b;
+}
+SY_HOST_DEVICE constexpr int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+SY_HOST_DEVICE constexpr int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
 
 }  // namespace switchyard::device

@@ -25,7 +25,7 @@ namespace switchyard::device {
 struct BufferCapacity {
     int32_t num_ranks;
     int32_t max_experts;
-    int32_t max_tokens_per_rank;     // HT T_max
+    int32_t max_tokens_per_rank;  // HT T_max
     int32_t max_hidden;
     int32_t max_topk;
     int32_t ll_max_tokens_per_rank;  // LL T_max
@@ -40,8 +40,8 @@ struct BufferLayout {
     WorkspaceLayout workspace;
     int64_t ht_dispatch_offset = 0, ht_dispatch_bytes = 0;
     int64_t ht_combine_offset = 0, ht_combine_bytes = 0;
-    int64_t ll_offset = 0, ll_set_bytes = 0;  // two sets of ll_set_bytes each
-    LlSetLayout ll_set{};                      // inside each LL set
+    int64_t ll_offset = 0, ll_set_bytes = 0;                  // two sets of ll_set_bytes each
+    LlSetLayout ll_set{};                                     // inside each LL set
     int64_t ll_zero_copy_offset = 0, ll_zero_copy_bytes = 0;  // bf16 [L, R*T_ll, H_max] or none
     int64_t total_bytes = 0;
 
@@ -50,14 +50,18 @@ struct BufferLayout {
         layout.workspace = WorkspaceLayout::make(capacity.num_ranks,
                                                  int32_t(ceil_div(capacity.max_experts, capacity.num_ranks)));
         int64_t offset = align_up(layout.workspace.total_bytes, kRegionAlignment);
-        const int64_t dispatch_record = RecordLayout::max_dispatch_bytes(capacity.max_hidden, capacity.max_topk);
-        const int64_t combine_record = RecordLayout::combine(capacity.max_hidden, capacity.max_topk).total_bytes;
+        const int64_t dispatch_record =
+            RecordLayout::max_dispatch_bytes(capacity.max_hidden, capacity.max_topk);
+        const int64_t combine_record =
+            RecordLayout::combine(capacity.max_hidden, capacity.max_topk).total_bytes;
         if (capacity.high_throughput) {
             layout.ht_dispatch_offset = offset;
-            layout.ht_dispatch_bytes = int64_t(capacity.num_ranks) * capacity.max_tokens_per_rank * dispatch_record;
+            layout.ht_dispatch_bytes =
+                int64_t(capacity.num_ranks) * capacity.max_tokens_per_rank * dispatch_record;
             offset = align_up(offset + layout.ht_dispatch_bytes, kRegionAlignment);
             layout.ht_combine_offset = offset;
-            layout.ht_combine_bytes = int64_t(capacity.max_topk) * capacity.max_tokens_per_rank * combine_record;
+            layout.ht_combine_bytes =
+                int64_t(capacity.max_topk) * capacity.max_tokens_per_rank * combine_record;
             offset = align_up(offset + layout.ht_combine_bytes, kRegionAlignment);
         }
         if (capacity.low_latency) {

@@ -33,20 +33,20 @@ enum Phase : int32_t {
 
 // Written once per poisoning, in mapped (zero-copy) host memory.
 struct ErrorRecord {
-    uint32_t kind;          // ErrorKind; written last, so a non-zero kind means the rest is valid
-    int32_t rank;           // the rank that observed the error
-    int32_t peer;           // the rank waited for (-1 if none)
-    int32_t phase;          // Phase
-    uint64_t expected;      // the value waited for
-    uint64_t observed;      // the last value seen
-    uint64_t elapsed_ns;    // time spent waiting
-    int64_t detail[2];      // kind-specific (invalid routing: token, slot; value in observed)
+    uint32_t kind;        // ErrorKind; written last, so a non-zero kind means the rest is valid
+    int32_t rank;         // the rank that observed the error
+    int32_t peer;         // the rank waited for (-1 if none)
+    int32_t phase;        // Phase
+    uint64_t expected;    // the value waited for
+    uint64_t observed;    // the last value seen
+    uint64_t elapsed_ns;  // time spent waiting
+    int64_t detail[2];    // kind-specific (invalid routing: token, slot; value in observed)
 };
 
 struct Diagnostics {
-    ErrorRecord* record;   // device alias of the mapped host record
-    uint32_t* poison;      // device word in this rank's workspace: 0 = healthy
-    uint64_t timeout_ns;   // budget of one wait
+    ErrorRecord* record;  // device alias of the mapped host record
+    uint32_t* poison;     // device word in this rank's workspace: 0 = healthy
+    uint64_t timeout_ns;  // budget of one wait
     int32_t rank;
 };
 
@@ -100,8 +100,8 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
 // The common case: a monotone 64-bit signal that must reach `target`.
 SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
                              int32_t phase, int32_t peer) {
-    return wait_until(address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer,
-                      target);
+    return wait_until(
+        address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target);
 }
 
 #endif

@@ -9,7 +9,9 @@
 
 namespace switchyard::device {
 
-SY_DEVICE float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
+SY_DEVICE float bf16_bits_to_float(uint32_t bits16) {
+    return __uint_as_float(bits16 << 16);
+}
 
 SY_DEVICE uint32_t float_to_bf16_bits(float value) {
     uint16_t bits;

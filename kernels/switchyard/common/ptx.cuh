@@ -78,30 +78,43 @@ SY_DEVICE void red_add_release_gpu(uint32_t* address, uint32_t value) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
 }
 
-SY_DEVICE void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
-SY_DEVICE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+SY_DEVICE void fence_acq_rel_sys() {
+    asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+SY_DEVICE void fence_acq_rel_gpu() {
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
 
 // Orders generic-proxy accesses of shared memory before later async-proxy (bulk copy) accesses.
-SY_DEVICE void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+SY_DEVICE void fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 // Orders async-proxy writes to global memory (bulk stores) with later generic accesses.
-SY_DEVICE void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+SY_DEVICE void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+}
 
 // --- mbarrier -------------------------------------------------------------------------------------
 SY_DEVICE void mbarrier_init(uint64_t* barrier, uint32_t arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals)
+                 : "memory");
 }
 
-SY_DEVICE void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+SY_DEVICE void fence_mbarrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 
 SY_DEVICE void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)), "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)),
+                 "r"(bytes)
                  : "memory");
 }
 
 SY_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
     uint32_t done;
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+        "p;\n}\n"
         : "=r"(done)
         : "r"(smem_address(barrier)), "r"(parity)
         : "memory");
@@ -109,7 +122,8 @@ SY_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
 }
 
 // --- Bulk copies (TMA, 1-D): sizes and addresses multiples of 16 bytes ------------------------------
-SY_DEVICE void bulk_load(void* smem_destination, const void* global_source, uint32_t bytes, uint64_t* barrier) {
+SY_DEVICE void bulk_load(void* smem_destination, const void* global_source, uint32_t bytes,
+                         uint64_t* barrier) {
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
             smem_address(smem_destination)),
@@ -123,7 +137,9 @@ SY_DEVICE void bulk_store(void* global_destination, const void* smem_source, uin
                  : "memory");
 }
 
-SY_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+SY_DEVICE void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
 
 // Wait until at most N bulk groups are pending reading shared memory (their sources can be reused).
 template <int N>

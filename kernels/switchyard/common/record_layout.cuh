@@ -22,7 +22,8 @@ struct RecordLayout {
     int64_t total_bytes = 0;
 
     SY_HOST_DEVICE static int64_t scale_words(int64_t hidden, int32_t scale_kind) {
-        return scale_kind == kScaleFloat32 ? ceil_div(hidden, 128) : (scale_kind == kScaleUe8m0 ? ceil_div(hidden, 512) : 0);
+        return scale_kind == kScaleFloat32 ? ceil_div(hidden, 128)
+                                           : (scale_kind == kScaleUe8m0 ? ceil_div(hidden, 512) : 0);
     }
 
     SY_HOST_DEVICE static RecordLayout make(int64_t payload_bytes, int64_t scale_words, int64_t meta_words) {
@@ -47,7 +48,9 @@ struct RecordLayout {
     }
 
     // Combine record: bf16 payload and K weights sent back (combined_topk_weights).
-    SY_HOST_DEVICE static RecordLayout combine(int64_t hidden, int32_t topk) { return make(hidden * 2, 0, topk); }
+    SY_HOST_DEVICE static RecordLayout combine(int64_t hidden, int32_t topk) {
+        return make(hidden * 2, 0, topk);
+    }
 
     // The largest dispatch record any call on a buffer of this capacity can produce: a bf16
     // payload, or an fp8 payload with fp32 scales, whichever is larger.

@@ -31,7 +31,7 @@ struct WorkspaceLayout {
     int64_t poison_offset = 0;           // uint32, local: non-zero once an op failed
     int64_t barrier_signals_offset = 0;  // [R] uint64: slot s holds rank s's latest barrier sequence
     // High-throughput signals, written by peers (slot s = from rank s):
-    int64_t ht_notify_offset = 0;         // [R] notify entries (see ht_notify_entry_bytes)
+    int64_t ht_notify_offset = 0;  // [R] notify entries (see ht_notify_entry_bytes)
     int64_t ht_notify_entry_bytes = 0;
     int64_t ht_dispatch_done_offset = 0;  // [R] uint64: source s finished writing its rows here
     int64_t ht_combine_entry_offset = 0;  // [R] uint64: rank s entered combine (its region is free)
@@ -60,7 +60,8 @@ struct WorkspaceLayout {
         offset += per_rank_u64;
         // Notify entry: {uint64 sequence, int32 num_tokens, int32 num_senders, int32 rows_to[R],
         // int32 expert_rows[L]} padded to 16 bytes.
-        layout.ht_notify_entry_bytes = align_up(16 + 4 * int64_t(num_ranks) + 4 * int64_t(max_local_experts), 16);
+        layout.ht_notify_entry_bytes =
+            align_up(16 + 4 * int64_t(num_ranks) + 4 * int64_t(max_local_experts), 16);
         layout.ht_notify_offset = offset;
         offset += align_up(layout.ht_notify_entry_bytes * num_ranks, kAlignment);
         layout.ht_dispatch_done_offset = offset;
@@ -79,7 +80,9 @@ struct WorkspaceLayout {
     SY_HOST_DEVICE uint64_t* counters(uint8_t* base) const {
         return reinterpret_cast<uint64_t*>(base + counters_offset);
     }
-    SY_HOST_DEVICE uint32_t* poison(uint8_t* base) const { return reinterpret_cast<uint32_t*>(base + poison_offset); }
+    SY_HOST_DEVICE uint32_t* poison(uint8_t* base) const {
+        return reinterpret_cast<uint32_t*>(base + poison_offset);
+    }
     SY_HOST_DEVICE uint64_t* barrier_signals(uint8_t* base) const {
         return reinterpret_cast<uint64_t*>(base + barrier_signals_offset);
     }

@@ -42,7 +42,8 @@ SY_DEVICE void unpack8(const uint4& raw, float* v) {
 SY_DEVICE uint4 pack8(const float* v) {
     uint32_t words[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) words[i] = float_to_bf16_bits(v[2 * i]) | (float_to_bf16_bits(v[2 * i + 1]) << 16);
+    for (int i = 0; i < 4; ++i)
+        words[i] = float_to_bf16_bits(v[2 * i]) | (float_to_bf16_bits(v[2 * i + 1]) << 16);
     return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
@@ -72,7 +73,8 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
         uint8_t* destination = combine_record(args, home_base, args.row_combine_slot[row], token);
         copy_row_to(args, destination, args.y + row * args.y_row_stride_bytes);
         float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
-        if (int(lane) < c.topk) meta[lane] = args.row_weights ? args.row_weights[row * args.row_weights_stride + lane] : 0.0f;
+        if (int(lane) < c.topk)
+            meta[lane] = args.row_weights ? args.row_weights[row * args.row_weights_stride + lane] : 0.0f;
         return;
     }
     if (args.mode == 1) {
@@ -83,7 +85,9 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
             copy_row_to(args, destination, args.y + int64_t(expert_row) * args.y_row_stride_bytes);
             float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
             if (int(lane) < c.topk)
-                meta[lane] = (int(lane) == k && args.row_weights) ? args.row_weights[int64_t(expert_row) * args.row_weights_stride] : 0.0f;
+                meta[lane] = (int(lane) == k && args.row_weights)
+                                 ? args.row_weights[int64_t(expert_row) * args.row_weights_stride]
+                                 : 0.0f;
         }
         return;
     }
@@ -95,7 +99,9 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
             const int32_t expert_row = args.row_expert_row[row * c.topk + k];
             if (expert_row < 0) continue;
             float v[8];
-            unpack8(*reinterpret_cast<const uint4*>(args.y + int64_t(expert_row) * args.y_row_stride_bytes + channel * 2), v);
+            unpack8(*reinterpret_cast<const uint4*>(args.y + int64_t(expert_row) * args.y_row_stride_bytes +
+                                                    channel * 2),
+                    v);
             const float w = args.dispatch_row_weights[row * c.topk + k];
 #pragma unroll
             for (int i = 0; i < 8; ++i) acc[i] = args.weighted ? fmaf(w, v[i], acc[i]) : acc[i] + v[i];
@@ -105,7 +111,9 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
     float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
     if (int(lane) < c.topk) {
         const int32_t expert_row = args.row_expert_row[row * c.topk + lane];
-        meta[lane] = (expert_row >= 0 && args.row_weights) ? args.row_weights[int64_t(expert_row) * args.row_weights_stride] : 0.0f;
+        meta[lane] = (expert_row >= 0 && args.row_weights)
+                         ? args.row_weights[int64_t(expert_row) * args.row_weights_stride]
+                         : 0.0f;
     }
 }
 
@@ -117,7 +125,8 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
     if (args.mode == 1) {
         num_slots = c.topk;
     } else {
-        for (int q = 0; q < c.num_ranks; ++q) num_slots += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
+        for (int q = 0; q < c.num_ranks; ++q)
+            num_slots += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
     }
     // Four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
     // per channel the order stays bias0, bias1, slots ascending.
@@ -133,19 +142,25 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
 #pragma unroll
             for (int u = 0; u < kChunks; ++u) {
                 const int channel = group + u * 256;
-                raw[u] = channel < c.hidden ? *reinterpret_cast<const uint4*>(row_bytes + int64_t(channel) * 2)
-                                            : make_uint4(0, 0, 0, 0);
+                raw[u] = channel < c.hidden
+                             ? *reinterpret_cast<const uint4*>(row_bytes + int64_t(channel) * 2)
+                             : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
             for (int u = 0; u < kChunks; ++u) {
                 float v[8];
                 unpack8(raw[u], v);
 #pragma unroll
-                for (int i = 0; i < 8; ++i) acc[u][i] = use_weight ? fmaf(w, v[i], acc[u][i]) : acc[u][i] + v[i];
+                for (int i = 0; i < 8; ++i)
+                    acc[u][i] = use_weight ? fmaf(w, v[i], acc[u][i]) : acc[u][i] + v[i];
             }
         };
-        if (args.bias0) accumulate(reinterpret_cast<const uint8_t*>(args.bias0 + int64_t(token) * args.bias0_stride), false, 1.0f);
-        if (args.bias1) accumulate(reinterpret_cast<const uint8_t*>(args.bias1 + int64_t(token) * args.bias1_stride), false, 1.0f);
+        if (args.bias0)
+            accumulate(reinterpret_cast<const uint8_t*>(args.bias0 + int64_t(token) * args.bias0_stride),
+                       false, 1.0f);
+        if (args.bias1)
+            accumulate(reinterpret_cast<const uint8_t*>(args.bias1 + int64_t(token) * args.bias1_stride),
+                       false, 1.0f);
         for (int slot = 0; slot < num_slots; ++slot) {
             float w = 1.0f;
             if (args.mode == 1) {
@@ -158,7 +173,8 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
         for (int u = 0; u < kChunks; ++u) {
             const int channel = group + u * 256;
             if (channel < c.hidden)
-                *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) = pack8(acc[u]);
+                *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) =
+                    pack8(acc[u]);
         }
     }
     if (args.combined_weights && int(lane) < c.topk) {
@@ -169,7 +185,8 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
             if (args.mode != 1) {
                 const int owner = expert / c.local_experts;
                 slot = 0;
-                for (int q = 0; q < owner; ++q) slot += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
+                for (int q = 0; q < owner; ++q)
+                    slot += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
             }
             weight = reinterpret_cast<const float*>(combine_record(args, c.local_base, slot, token) +
                                                     args.record.meta_offset)[lane];
@@ -226,7 +243,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ptx::fence_acq_rel_sys();
             if (!is_poisoned(c.diagnostics))
                 for (int q = 0; q < c.num_ranks; ++q)
-                    ptx::st_release_sys(c.layout.workspace.ht_combine_done(c.peer_bases[q]) + c.rank, sequence);
+                    ptx::st_release_sys(c.layout.workspace.ht_combine_done(c.peer_bases[q]) + c.rank,
+                                        sequence);
             counters[kCounterHtBlocksDone] = 0;
             counters[kCounterHt] = sequence;
         }
@@ -240,7 +258,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ok = 0;
     __syncthreads();
     if (!ok) return;
-    for (int64_t token = global_warp; token < c.num_tokens; token += total_warps) ht_detail::reduce_token(args, int(token));
+    for (int64_t token = global_warp; token < c.num_tokens; token += total_warps)
+        ht_detail::reduce_token(args, int(token));
 }
 
 #endif

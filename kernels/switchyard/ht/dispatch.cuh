@@ -91,7 +91,8 @@ SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
                 count += notify_entry(c, c.local_base, s).expert_rows()[e];
             }
             out[info.expert_counts() + e] = count;
-            out[info.expert_offsets() + e] = int32_t(args.masked_layout ? int64_t(e) * c.num_ranks * c.max_tokens : expert_rows);
+            out[info.expert_offsets() + e] =
+                int32_t(args.masked_layout ? int64_t(e) * c.num_ranks * c.max_tokens : expert_rows);
             expert_rows += args.masked_layout ? 0 : align_up(count, args.expert_alignment);
         }
         out[info.expert_offsets() + c.local_experts] =
@@ -112,7 +113,8 @@ SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
 SY_DEVICE void issue_load(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier) {
     const RecordLayout& r = args.record;
     ptx::mbarrier_arrive_expect_tx(barrier, uint32_t(r.payload_bytes));
-    ptx::bulk_load(stage, args.x + int64_t(token) * args.x_row_stride_bytes, uint32_t(r.payload_bytes), barrier);
+    ptx::bulk_load(stage, args.x + int64_t(token) * args.x_row_stride_bytes, uint32_t(r.payload_bytes),
+                   barrier);
 }
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
@@ -143,13 +145,15 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
                 for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
             }
 #pragma unroll
-            for (int mask = 8; mask >= 1; mask >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mask));
+            for (int mask = 8; mask >= 1; mask >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mask));
             const Fp8BlockScale scale = fp8_block_scale(amax, ue8m0);
             if (channel < c.hidden) {
                 uint32_t packed[2];
 #pragma unroll
                 for (int i = 0; i < 2; ++i)
-                    packed[i] = floats_to_e4m3x2(fp8_scaled(v[4 * i], scale, ue8m0), fp8_scaled(v[4 * i + 1], scale, ue8m0)) |
+                    packed[i] = floats_to_e4m3x2(fp8_scaled(v[4 * i], scale, ue8m0),
+                                                 fp8_scaled(v[4 * i + 1], scale, ue8m0)) |
                                 (floats_to_e4m3x2(fp8_scaled(v[4 * i + 2], scale, ue8m0),
                                                   fp8_scaled(v[4 * i + 3], scale, ue8m0))
                                  << 16);
@@ -168,7 +172,8 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
         // Zero the unused bytes of the last UE8M0 word so records are deterministic.
         if (ue8m0 && lane == 0) {
             const int blocks = int(ceil_div(c.hidden, 128));
-            for (int b = blocks; b < int(ceil_div(c.hidden, 512)) * 4; ++b) reinterpret_cast<uint8_t*>(scales)[b] = 0;
+            for (int b = blocks; b < int(ceil_div(c.hidden, 512)) * 4; ++b)
+                reinterpret_cast<uint8_t*>(scales)[b] = 0;
         }
         ptx::fence_proxy_async_shared();
         __syncwarp();
@@ -179,7 +184,8 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
         uint32_t* scales = reinterpret_cast<uint32_t*>(stage + r.scale_offset);
         const int words = int(r.scale_bytes / 4);
         for (int w = lane; w < words; w += 32)
-            scales[w] = args.x_scales[int64_t(token) * args.scale_row_stride + int64_t(w) * args.scale_col_stride];
+            scales[w] =
+                args.x_scales[int64_t(token) * args.scale_row_stride + int64_t(w) * args.scale_col_stride];
         ptx::fence_proxy_async_shared();
     }
     while (!ptx::mbarrier_try_wait_parity(barrier, phase)) {
@@ -189,7 +195,8 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
 }
 
 // Sends one staged token to every destination rank it goes to.
-SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* stage, const int32_t* dest_offset) {
+SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* stage,
+                          const int32_t* dest_offset) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     const RecordLayout& r = args.record;
@@ -245,7 +252,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     if (ok) {
         for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {
             int32_t offset = 0;
-            for (int s = 0; s < c.rank; ++s) offset += ht_detail::notify_entry(c, c.local_base, s).rows_to()[q];
+            for (int s = 0; s < c.rank; ++s)
+                offset += ht_detail::notify_entry(c, c.local_base, s).rows_to()[q];
             dest_offset[q] = offset;
         }
         if (blockIdx.x == 0) ht_detail::publish_recv_info(args);
@@ -304,7 +312,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
             // A failed op must not look complete to the peers: they time out and report instead.
             if (!is_poisoned(c.diagnostics))
                 for (int q = 0; q < c.num_ranks; ++q)
-                    ptx::st_release_sys(c.layout.workspace.ht_dispatch_done(c.peer_bases[q]) + c.rank, sequence);
+                    ptx::st_release_sys(c.layout.workspace.ht_dispatch_done(c.peer_bases[q]) + c.rank,
+                                        sequence);
             counters[kCounterHtBlocksDone] = 0;
             counters[kCounterHt] = sequence;
         }

@@ -72,12 +72,14 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
         for (int k = 0; k < c.topk; ++k) {
             const int32_t expert = meta[2 + k];
             if (expert < 0) continue;
-            const int64_t expert_row = int64_t(recv_info[info.expert_offsets() + expert]) +
-                                       recv_info[info.source_expert_offsets() + source * c.local_experts + expert] +
-                                       meta[2 + 2 * c.topk + k];
+            const int64_t expert_row =
+                int64_t(recv_info[info.expert_offsets() + expert]) +
+                recv_info[info.source_expert_offsets() + source * c.local_experts + expert] +
+                meta[2 + 2 * c.topk + k];
             ht_detail::warp_copy(args.out_x + expert_row * r.payload_bytes, record, payload_and_scales);
             const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + r.scale_offset);
-            for (int w = lane; w < scale_words; w += 32) args.out_scales[expert_row * scale_words + w] = scales[w];
+            for (int w = lane; w < scale_words; w += 32)
+                args.out_scales[expert_row * scale_words + w] = scales[w];
             if (lane == 0 && args.out_weights)
                 args.out_weights[expert_row] = args.has_weights ? __int_as_float(meta[2 + c.topk + k]) : 0.0f;
         }
@@ -88,8 +90,10 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
         const int64_t padded_rows = recv_info[info.expert_offsets() + c.local_experts];
         for (int64_t row = global_warp; row < padded_rows; row += total_warps) {
             int expert = 0;
-            while (expert + 1 < c.local_experts && recv_info[info.expert_offsets() + expert + 1] <= row) ++expert;
-            if (row - recv_info[info.expert_offsets() + expert] < recv_info[info.expert_counts() + expert]) continue;
+            while (expert + 1 < c.local_experts && recv_info[info.expert_offsets() + expert + 1] <= row)
+                ++expert;
+            if (row - recv_info[info.expert_offsets() + expert] < recv_info[info.expert_counts() + expert])
+                continue;
             ht_detail::warp_zero(args.out_x + row * r.payload_bytes, r.payload_bytes);
             for (int w = lane; w < scale_words; w += 32) args.out_scales[row * scale_words + w] = 0u;
             if (lane == 0 && args.out_weights) args.out_weights[row] = 0.0f;

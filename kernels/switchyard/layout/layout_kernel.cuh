@@ -15,10 +15,10 @@
 namespace switchyard::device {
 
 struct LayoutArgs {
-    const void* topk_idx;      // [T, K] int32 or int64 (template IndexT)
-    int64_t topk_row_stride;   // in elements
+    const void* topk_idx;     // [T, K] int32 or int64 (template IndexT)
+    int64_t topk_row_stride;  // in elements
     int32_t num_tokens;
-    int32_t topk;              // <= 32
+    int32_t topk;  // <= 32
     int32_t num_experts;
     int32_t num_ranks;
     int32_t* num_tokens_per_rank;    // [R]
@@ -26,7 +26,7 @@ struct LayoutArgs {
     uint8_t* token_in_rank;          // [T, R] 0/1, may be null
     int32_t* token_rank_slot;        // [T, R] slot in the destination's rows from this rank, -1 if none
     int32_t* token_expert_pos;       // [T, K] position among this rank's (t, k) rows of that expert, -1
-    int32_t* topk_copy;              // [T, K] int32 copy of topk_idx (ids out of range become -1), may be null
+    int32_t* topk_copy;  // [T, K] int32 copy of topk_idx (ids out of range become -1), may be null
     Diagnostics diagnostics;
 };
 
@@ -50,14 +50,15 @@ template <typename IndexT>
 SY_DEVICE void stage_ids(const LayoutArgs& args, int first, int count, int64_t* staged) {
     for (int i = int(ptx::lane_id()); i < count * args.topk; i += 32) {
         const int token = first + i / args.topk, k = i % args.topk;
-        staged[i] = int64_t(static_cast<const IndexT*>(args.topk_idx)[int64_t(token) * args.topk_row_stride + k]);
+        staged[i] =
+            int64_t(static_cast<const IndexT*>(args.topk_idx)[int64_t(token) * args.topk_row_stride + k]);
     }
     __syncwarp();
 }
 
 template <bool kWrite>
-SY_DEVICE void process_token(const LayoutArgs& args, int token, const int64_t* staged_ids, int32_t* expert_counts,
-                             int32_t* rank_counts, bool& routing_ok) {
+SY_DEVICE void process_token(const LayoutArgs& args, int token, const int64_t* staged_ids,
+                             int32_t* expert_counts, int32_t* rank_counts, bool& routing_ok) {
     const uint32_t lane = ptx::lane_id();
     const int experts_per_rank = args.num_experts / args.num_ranks;
     const bool active = int(lane) < args.topk;
@@ -104,8 +105,10 @@ SY_DEVICE void process_token(const LayoutArgs& args, int token, const int64_t* s
         }
     }
     if constexpr (kWrite) {
-        if (active && args.token_expert_pos) args.token_expert_pos[int64_t(token) * args.topk + lane] = position;
-        if (active && args.topk_copy) args.topk_copy[int64_t(token) * args.topk + lane] = valid ? int32_t(expert) : -1;
+        if (active && args.token_expert_pos)
+            args.token_expert_pos[int64_t(token) * args.topk + lane] = position;
+        if (active && args.topk_copy)
+            args.topk_copy[int64_t(token) * args.topk + lane] = valid ? int32_t(expert) : -1;
     }
     __syncwarp();
 }
@@ -119,8 +122,9 @@ __global__ void __launch_bounds__(1024, 1) layout_kernel(const __grid_constant__
     const int columns = args.num_experts + args.num_ranks;
     for (int i = threadIdx.x; i < num_warps * columns; i += blockDim.x) shared_counts[i] = 0;
     // Id batches live after all warps' counters (8-byte aligned).
-    int64_t* staged_ids = reinterpret_cast<int64_t*>(shared_counts + align_up(int64_t(num_warps) * columns, 2)) +
-                          int64_t(warp) * layout_detail::kLayoutBatch * args.topk;
+    int64_t* staged_ids =
+        reinterpret_cast<int64_t*>(shared_counts + align_up(int64_t(num_warps) * columns, 2)) +
+        int64_t(warp) * layout_detail::kLayoutBatch * args.topk;
     __syncthreads();
 
     int32_t* expert_counts = shared_counts + warp * columns;
@@ -132,8 +136,8 @@ __global__ void __launch_bounds__(1024, 1) layout_kernel(const __grid_constant__
         const int count = min(layout_detail::kLayoutBatch, last - batch);
         layout_detail::stage_ids<IndexT>(args, batch, count, staged_ids);
         for (int i = 0; i < count; ++i)
-            layout_detail::process_token<false>(args, batch + i, staged_ids + i * args.topk, expert_counts, rank_counts,
-                                                routing_ok);
+            layout_detail::process_token<false>(args, batch + i, staged_ids + i * args.topk, expert_counts,
+                                                rank_counts, routing_ok);
         __syncwarp();
     }
     __syncthreads();
@@ -157,8 +161,8 @@ __global__ void __launch_bounds__(1024, 1) layout_kernel(const __grid_constant__
         const int count = min(layout_detail::kLayoutBatch, last - batch);
         layout_detail::stage_ids<IndexT>(args, batch, count, staged_ids);
         for (int i = 0; i < count; ++i)
-            layout_detail::process_token<true>(args, batch + i, staged_ids + i * args.topk, expert_counts, rank_counts,
-                                               routing_ok);
+            layout_detail::process_token<true>(args, batch + i, staged_ids + i * args.topk, expert_counts,
+                                               rank_counts, routing_ok);
         __syncwarp();
     }
 }

@@ -13,7 +13,7 @@ struct CoresidencyProbeArgs {
     unsigned long long* counter;  // in rank 0's buffer, mapped here
     uint64_t target;              // round * total blocks over all ranks
     uint64_t timeout_ns;
-    int32_t* failed;              // this rank: set to 1 when a block gave up
+    int32_t* failed;  // this rank: set to 1 when a block gave up
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
