@@ -96,7 +96,7 @@ DispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArgs& args, i
 // The shared body of dispatch and cached dispatch.
 static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const DispatchArgs& args,
                                    const std::shared_ptr<const DispatchHandle>& cached, cudaStream_t stream) {
-    const int R = buffer.num_ranks(), rank = buffer.rank(), device = impl.device;
+    const int R = buffer.num_ranks(), device = impl.device;
     if (!impl.config.enable_high_throughput)
         throw InvalidArgument(
             "switchyard: this buffer was created without high-throughput regions "

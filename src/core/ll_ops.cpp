@@ -64,9 +64,6 @@ void require_aligned_rows(const TensorView& view, const char* name) {
                  view.describe());
 }
 
-void require_contiguous(const TensorView& view, const char* name) {
-    if (!view.is_contiguous()) fail(std::string(name) + " must be contiguous, got " + view.describe());
-}
 
 int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
     if (!use_fp8) return device::kScaleNone;

@@ -136,7 +136,7 @@ DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, Ra
     const Device dev = Device::cuda(device);
     if (c.payload == ref::Payload::kBF16) {
         std::vector<uint8_t> bytes(in.x_bf16.size() * 2 + 16);
-        std::memcpy(bytes.data(), in.x_bf16.data(), in.x_bf16.size() * 2);
+        if (!in.x_bf16.empty()) std::memcpy(bytes.data(), in.x_bf16.data(), in.x_bf16.size() * 2);
         data.x = DeviceArray<uint8_t>(bytes);
         args.x = TensorView::contiguous(data.x.data(), DType::kBFloat16, {T, H}, dev);
     } else {
