@@ -17,6 +17,7 @@
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
 namespace switchyard::device {
@@ -230,25 +231,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     }
 
     // finish
-    ptx::fence_acq_rel_sys();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        // The fence after the barrier is what makes the whole block's writes (observed through the
-        // barrier) precede this arrival: fences are cumulative only over writes the fencing thread
-        // has observed, so the per-thread fences above are not enough on their own.
-        ptx::fence_acq_rel_sys();
-        const unsigned long long finished =
-            atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
-        if (finished + 1 == gridDim.x) {
-            ptx::fence_acq_rel_sys();
-            if (!is_poisoned(c.diagnostics))
-                for (int q = 0; q < c.num_ranks; ++q)
-                    ptx::st_release_sys(c.layout.workspace.ht_combine_done(c.peer_bases[q]) + c.rank,
-                                        sequence);
-            counters[kCounterHtBlocksDone] = 0;
-            counters[kCounterHt] = sequence;
-        }
-    }
+    ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_combine_done_offset, sequence);
 
     // reduce_home
     if (!ok) return;

@@ -20,6 +20,7 @@
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
 namespace switchyard::device {
@@ -295,29 +296,10 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         __syncwarp();
     }
 
-    // finish: every thread's writes (bulk and metadata) are released before the block counts
-    // itself done; the last block tells every destination that this source is complete.
+    // finish: bulk writes are ordered with generic ones first, then the last block signals.
     ptx::fence_proxy_async_global();
-    ptx::fence_acq_rel_sys();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        // The fence after the barrier is what makes the whole block's writes (observed through the
-        // barrier) precede this arrival: fences are cumulative only over writes the fencing thread
-        // has observed, so the per-thread fences above are not enough on their own.
-        ptx::fence_acq_rel_sys();
-        const unsigned long long finished =
-            atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
-        if (finished + 1 == gridDim.x) {
-            ptx::fence_acq_rel_sys();
-            // A failed op must not look complete to the peers: they time out and report instead.
-            if (!is_poisoned(c.diagnostics))
-                for (int q = 0; q < c.num_ranks; ++q)
-                    ptx::st_release_sys(c.layout.workspace.ht_dispatch_done(c.peer_bases[q]) + c.rank,
-                                        sequence);
-            counters[kCounterHtBlocksDone] = 0;
-            counters[kCounterHt] = sequence;
-        }
-    }
+    ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_dispatch_done_offset, sequence);
+
     // The op is complete here once every source's rows have landed.
     if (blockIdx.x == 0 && ok) {
         for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)

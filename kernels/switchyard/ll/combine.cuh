@@ -13,7 +13,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
-#include "switchyard/ll/fp8.cuh"
+#include "switchyard/common/fp8.cuh"
 #include "switchyard/ll/ll_layout.cuh"
 #include "switchyard/ll/ll_sync.cuh"
 

@@ -21,7 +21,7 @@
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/record_layout.cuh"
-#include "switchyard/ll/fp8.cuh"
+#include "switchyard/common/fp8.cuh"
 #include "switchyard/ll/ll_layout.cuh"
 #include "switchyard/ll/ll_sync.cuh"
 

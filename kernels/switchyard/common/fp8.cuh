@@ -1,4 +1,4 @@
-// Numerics of the LL kernels, bit-exact with the CPU reference (reference.hpp, DESIGN.md §2):
+// FP8/bf16 numerics of the kernels, bit-exact with the CPU reference (reference.hpp, DESIGN.md §2):
 // bf16 <-> fp32, e4m3 quantization with fp32 or UE8M0 scales, round-to-nearest fp32 arithmetic.
 // Every operation is one PTX instruction with an explicit rounding mode, so the compiler can
 // neither contract nor approximate it (no fast math, no FMA contraction of a multiply).

@@ -1,0 +1,45 @@
+// Completion of a high-throughput kernel: the last block to finish tells every peer that this
+// rank's writes into it are complete (one monotone signal per source and destination).
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/ht_args.cuh"
+
+namespace switchyard::device {
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace ht_detail {
+
+// Called by every thread of every block after its writes. `done_offset` is the workspace offset
+// of the [R] signal array to raise in each peer (dispatch-done or combine-done).
+SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t done_offset,
+                                 uint64_t sequence) {
+    ptx::fence_acq_rel_sys();
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    // The fence after the barrier is what makes the whole block's writes (observed through the
+    // barrier) precede this arrival: fences are cumulative only over writes the fencing thread has
+    // observed, so the per-thread fences above are not enough on their own.
+    ptx::fence_acq_rel_sys();
+    const unsigned long long finished =
+        atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
+    if (finished + 1 != gridDim.x) return;
+    ptx::fence_acq_rel_sys();
+    // A failed op must not look complete to the peers: they time out and report instead.
+    if (!is_poisoned(c.diagnostics))
+        for (int q = 0; q < c.num_ranks; ++q)
+            ptx::st_release_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
+                                sequence);
+    counters[kCounterHtBlocksDone] = 0;
+    counters[kCounterHt] = sequence;
+}
+
+}  // namespace ht_detail
+
+#endif
+
+}  // namespace switchyard::device
