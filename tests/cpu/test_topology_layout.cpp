@@ -1,0 +1,103 @@
+// Pure host logic of buffer creation: grouping ranks into nodes and GPUs, and the buffer's memory
+// layout (sizes and non-overlapping regions) for the shapes the issues name.
+#include "comm/topology.hpp"
+#include "common/testing.hpp"
+#include "switchyard/common/buffer_layout.cuh"
+#include "switchyard/errors.hpp"
+
+using namespace switchyard;
+
+namespace {
+
+std::vector<RankPlacement> placements(std::initializer_list<std::tuple<uint64_t, int, const char*>> ranks) {
+    std::vector<RankPlacement> out;
+    int rank = 0;
+    for (const auto& [host, process, bus] : ranks) {
+        RankPlacement p;
+        p.rank = rank++;
+        p.host_id = host;
+        p.process_id = process;
+        p.gpu_bus_id = bus;
+        out.push_back(p);
+    }
+    return out;
+}
+
+}  // namespace
+
+SY_TEST(Topology, HostsBecomeNodesAndGpusAreShared) {
+    // 8 ranks: two hosts; on host 1, ranks 0-3 share GPU A (one process), 4-5 GPU B; host 2 has 6-7.
+    auto p = placements({{1, 10, "A"},
+                         {1, 10, "A"},
+                         {1, 10, "A"},
+                         {1, 10, "A"},
+                         {1, 11, "B"},
+                         {1, 11, "B"},
+                         {2, 20, "A"},
+                         {2, 20, "A"}});
+    const Topology t = comm::make_topology(2, p, 0);
+    SY_CHECK_EQ(t.num_nodes, 2);
+    SY_CHECK(!t.emulated_nodes);
+    SY_CHECK_EQ(t.node_of_rank[6], 1);
+    SY_CHECK_EQ(t.ranks_on_my_gpu, 4);
+    SY_CHECK_EQ(t.index_on_my_gpu, 2);
+    SY_CHECK_EQ(t.num_gpus(), 3);  // A and B on host 1, A on host 2 (same bus id, other host)
+    SY_CHECK(t.same_process(0) && !t.same_process(4) && !t.same_host(6));
+    SY_CHECK(!t.same_gpu(6));  // same bus id on another host is another GPU
+}
+
+SY_TEST(Topology, EmulatedNodesSplitOneHost) {
+    auto p = placements({{1, 10, "A"}, {1, 10, "A"}, {1, 10, "B"}, {1, 10, "B"}});
+    const Topology t = comm::make_topology(3, p, 2);
+    SY_CHECK(t.emulated_nodes);
+    SY_CHECK_EQ(t.num_nodes, 2);
+    SY_CHECK_EQ(t.node_of_rank[1], 0);
+    SY_CHECK_EQ(t.node_of_rank[2], 1);
+    SY_CHECK_THROWS_WITH(comm::make_topology(0, p, 3), InvalidArgument,
+                         "cannot split 4 ranks into 3 emulated nodes");
+}
+
+SY_TEST(BufferLayout, RegionsAreOrderedAlignedAndSized) {
+    device::BufferCapacity capacity{};
+    capacity.num_ranks = 2;
+    capacity.max_experts = 256;
+    capacity.max_tokens_per_rank = 4096;
+    capacity.max_hidden = 7168;
+    capacity.max_topk = 8;
+    capacity.ll_max_tokens_per_rank = 128;
+    capacity.high_throughput = true;
+    capacity.low_latency = true;
+    const auto layout = device::BufferLayout::make(capacity);
+    // Dispatch record: bf16 payload 14336 + metadata (2 + 3K = 26 words -> 128 bytes) = 14464;
+    // fp8 + fp32 scales: 7168 + 224 (-> 224) + 128 = 7520. The larger one sizes the region.
+    SY_CHECK_EQ(device::RecordLayout::max_dispatch_bytes(7168, 8), int64_t(14464));
+    SY_CHECK_EQ(layout.ht_dispatch_bytes, int64_t(2) * 4096 * 14464);
+    // Combine record: bf16 payload 14336 + 8 weights (32 bytes) = 14368, K slots of T_max rows.
+    SY_CHECK_EQ(layout.ht_combine_bytes, int64_t(8) * 4096 * 14368);
+    SY_CHECK(layout.workspace.total_bytes <= layout.ht_dispatch_offset);
+    SY_CHECK(layout.ht_dispatch_offset + layout.ht_dispatch_bytes <= layout.ht_combine_offset);
+    SY_CHECK(layout.ht_combine_offset + layout.ht_combine_bytes <= layout.ll_offset);
+    SY_CHECK(layout.ll_offset + 2 * layout.ll_set_bytes <= layout.total_bytes);
+    SY_CHECK_EQ(layout.total_bytes % (2 << 20), int64_t(0));
+    SY_CHECK_EQ(layout.ht_dispatch_offset % 4096, int64_t(0));
+    // Workspace signal areas do not overlap.
+    const auto& w = layout.workspace;
+    SY_CHECK(w.barrier_signals_offset + 8 * 2 <= w.ht_notify_offset);
+    SY_CHECK(w.ht_notify_offset + w.ht_notify_entry_bytes * 2 <= w.ht_dispatch_done_offset);
+    SY_CHECK(w.ht_combine_done_offset + 16 <= w.ll_signals_offset);
+    SY_CHECK(w.ll_signals_offset + w.ll_signals_bytes <= w.total_bytes);
+    // Notify entry: 16 bytes of header, rows to R = 2 ranks, L = 128 expert counts:
+    // 16 + 8 + 512 = 536 bytes, padded to a multiple of 16 = 544.
+    SY_CHECK_EQ(w.ht_notify_entry_bytes, int64_t(544));
+}
+
+SY_TEST(BufferLayout, RecordSectionsAre32ByteAligned) {
+    const auto record = device::RecordLayout::dispatch(2560, device::kPayloadFp8, device::kScaleUe8m0, 9);
+    SY_CHECK_EQ(record.scale_offset % 32, int64_t(0));
+    SY_CHECK_EQ(record.meta_offset % 32, int64_t(0));
+    SY_CHECK_EQ(record.total_bytes % 32, int64_t(0));
+    SY_CHECK_EQ(record.scale_bytes, int64_t(4) * 5);  // ceil(2560 / 512) packed words
+    SY_CHECK_EQ(record.meta_bytes, int64_t(4) * (2 + 27));
+}
+
+SY_TEST_MAIN()
