@@ -81,16 +81,6 @@ HtOptions parse(int argc, char** argv) {
     return options;
 }
 
-struct Variant {
-    bool fp8;
-    int num_sms;
-};
-
-struct Timings {
-    std::vector<double> dispatch_us, combine_us;  // per iteration, slowest rank
-    int64_t dispatch_bytes_out = 0, dispatch_bytes_in = 0, combine_bytes_out = 0, combine_bytes_in = 0;
-};
-
 // Everything one rank needs for the whole run.
 struct RankState {
     int rank = 0, device = 0;

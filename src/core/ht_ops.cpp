@@ -16,8 +16,6 @@
 namespace switchyard {
 namespace {
 
-constexpr int kMaxRanksHt = 128;
-
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk) {
     const int budget = impl.sm_budget;
     int num_sms = requested > 0 ? requested : impl.config.num_sms;
@@ -101,9 +99,9 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         throw InvalidArgument(
             "switchyard: this buffer was created without high-throughput regions "
             "(BufferConfig::enable_high_throughput = false)");
-    if (R > kMaxRanksHt)
+    if (R > device::kHtMaxRanks)
         throw UnsupportedError("switchyard: high-throughput kernels support up to " +
-                               std::to_string(kMaxRanksHt) + " ranks");
+                               std::to_string(device::kHtMaxRanks) + " ranks");
     if (impl.topology.num_nodes > 1)
         throw UnsupportedError(
             "switchyard: the ranks span " + std::to_string(impl.topology.num_nodes) +
@@ -278,8 +276,6 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         receive.layout_kind = int32_t(checked.layout);
         receive.zero_padding = checked.zero_padding ? 1 : 0;
         receive.has_weights = handle->has_weights ? 1 : 0;
-        receive.row_capacity = int32_t(rows);
-        receive.expert_row_capacity = expert_rows;
         receive.row_src_token = handle->row_src_token.data<int32_t>();
         receive.row_combine_slot = handle->row_combine_slot.data<int32_t>();
         receive.row_expert_row = handle->row_expert_row.data<int32_t>();

@@ -15,15 +15,9 @@ jit::KernelSource ll_combine_source(const LlCombineShape& shape) {
 void launch_ll_combine(const LaunchContext& context, const device::LlCombineArgs& args,
                        const LlCombineShape& shape, int num_blocks) {
     const jit::Kernel& kernel = jit::get_kernel(ll_combine_source(shape), context.device);
-    jit::LaunchConfig config;
-    config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
-    config.block[0] = 32 * kLlNumWarps;
-    config.shared_bytes =
-        static_cast<unsigned>(device::ll_combine_shared_bytes(context.num_ranks, args.local_experts));
-    config.stream = context.stream;
-    config.cooperative = true;
-    kernel.ensure_dynamic_shared(config.shared_bytes);
-    jit::launch(kernel, config, args);
+    launch_ll_kernel(kernel, context, num_blocks,
+                     device::ll_combine_shared_bytes(context.num_ranks, args.local_experts), &args,
+                     sizeof(args));
 }
 
 }  // namespace switchyard::launch

@@ -29,6 +29,17 @@ device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unre
     return buffer;
 }
 
+void launch_ll_kernel(const jit::Kernel& kernel, const LaunchContext& context, int num_blocks,
+                      int64_t shared_bytes, const void* args, size_t args_size) {
+    jit::LaunchConfig config;
+    config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
+    config.block[0] = 32 * kLlNumWarps;
+    config.shared_bytes = static_cast<unsigned>(shared_bytes);
+    config.stream = context.stream;
+    config.cooperative = true;
+    jit::launch(kernel, config, args, args_size);  // raises the shared-memory limit as needed
+}
+
 int ll_num_blocks(const LaunchContext& context, int num_sms) {
     const int budget = std::max(1, context.sm_budget);
     return num_sms > 0 ? std::min(num_sms, budget) : budget;
@@ -37,15 +48,9 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 void launch_ll_dispatch(const LaunchContext& context, const device::LlDispatchArgs& args,
                         const LlDispatchShape& shape, int num_blocks) {
     const jit::Kernel& kernel = jit::get_kernel(ll_dispatch_source(shape), context.device);
-    jit::LaunchConfig config;
-    config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
-    config.block[0] = 32 * kLlNumWarps;
-    config.shared_bytes =
-        static_cast<unsigned>(device::ll_dispatch_shared_bytes(context.num_ranks, args.num_experts));
-    config.stream = context.stream;
-    config.cooperative = true;
-    kernel.ensure_dynamic_shared(config.shared_bytes);
-    jit::launch(kernel, config, args);
+    launch_ll_kernel(kernel, context, num_blocks,
+                     device::ll_dispatch_shared_bytes(context.num_ranks, args.num_experts), &args,
+                     sizeof(args));
 }
 
 }  // namespace switchyard::launch

@@ -40,6 +40,11 @@ device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unre
 // Blocks of an LL kernel: the rank's SM budget, capped by `num_sms` when positive.
 int ll_num_blocks(const LaunchContext& context, int num_sms);
 
+// The launch both LL kernels use: kLlNumWarps warps per block, cooperative (blocks wait on each
+// other's progress through the workspace), on the buffer's stream.
+void launch_ll_kernel(const jit::Kernel& kernel, const LaunchContext& context, int num_blocks,
+                      int64_t shared_bytes, const void* args, size_t args_size);
+
 // Cooperative launches (every block may wait on another block's signal) on context.stream.
 void launch_ll_dispatch(const LaunchContext& context, const device::LlDispatchArgs& args,
                         const LlDispatchShape& shape, int num_blocks);

@@ -25,8 +25,6 @@
 
 namespace switchyard::device {
 
-constexpr int kHtMaxRanks = 128;
-
 // The notify entry one source writes into each destination's workspace.
 struct HtNotifyView {
     uint8_t* entry;

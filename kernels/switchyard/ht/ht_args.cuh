@@ -9,6 +9,9 @@
 
 namespace switchyard::device {
 
+// Most ranks the HT kernels take (per-destination offsets live in shared memory).
+constexpr int kHtMaxRanks = 128;
+
 // Per-rank routing summary the dispatch kernel writes for the receive kernel and for combine
 // (device memory owned by the handle). Offsets in ints from the start of the array.
 struct HtRecvInfoLayout {
@@ -68,8 +71,6 @@ struct HtReceiveArgs {
     int32_t layout_kind;       // 0 rank-major, 1 expert contiguous, 2 expert masked
     int32_t zero_padding;
     int32_t has_weights;
-    int32_t row_capacity;         // rank-major rows the handle arrays hold
-    int64_t expert_row_capacity;  // rows of the expert-major outputs
     // Handle arrays (per rank-major row).
     int32_t* row_src_token;     // [cap]
     int32_t* row_combine_slot;  // [cap]
