@@ -83,6 +83,10 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_peer_table_), sizeof(uint8_t*) * num_ranks));
     SY_CUDA_CHECK(
         cudaMemcpy(device_peer_table_, peers_.data(), sizeof(uint8_t*) * num_ranks, cudaMemcpyHostToDevice));
+    // A pageable host-to-device cudaMemcpy may return before its DMA has landed, and it is ordered
+    // only on the legacy stream, which our non-blocking streams do not wait for: without this, the
+    // first kernel could read a half-written table (stale pointers into a freed buffer).
+    SY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 SymmetricMemory::~SymmetricMemory() {

@@ -66,6 +66,15 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
                 << " kernel before any data moved); call reset() on all ranks before reusing the buffer";
         throw InvalidArgument(message.str());
     }
+    if (record.kind == device::kErrorSequenceMismatch) {
+        message << "switchyard: rank " << record.rank << " is running op " << record.expected << " but rank "
+                << record.peer << " published op " << record.observed << " in phase '"
+                << phase_name(record.phase)
+                << "': the ranks' operation sequences diverged (every rank must issue the same "
+                   "operations in the same order on this buffer); the buffer is poisoned: call reset() "
+                   "on all ranks or destroy it";
+        throw Error(message.str());
+    }
     message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
             << " s (limit " << timeout_seconds << " s) waiting for rank " << record.peer << " in phase '"
             << phase_name(record.phase) << "' (expected signal " << record.expected << ", last seen "

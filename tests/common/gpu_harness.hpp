@@ -75,9 +75,13 @@ class DeviceArray {
 
     T* data() const { return data_; }
     size_t size() const { return count_; }
+    // Synchronous copies and fills on the legacy stream. Ranks' streams are non-blocking, so they
+    // do not wait for the legacy stream: wait here until the data has landed (a pageable upload may
+    // return before its DMA is done). Never a device-wide sync (co-located ranks may be spinning).
     void upload(const std::vector<T>& values) {
-        if (!values.empty())
-            SY_CUDA_OK(cudaMemcpy(data_, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice));
+        if (values.empty()) return;
+        SY_CUDA_OK(cudaMemcpy(data_, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice));
+        SY_CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
     }
     std::vector<T> download() const {
         std::vector<T> values(count_);
@@ -85,7 +89,9 @@ class DeviceArray {
         return values;
     }
     void fill_bytes(int byte) {
-        if (count_) SY_CUDA_OK(cudaMemset(data_, byte, count_ * sizeof(T)));
+        if (!count_) return;
+        SY_CUDA_OK(cudaMemset(data_, byte, count_ * sizeof(T)));
+        SY_CUDA_OK(cudaStreamSynchronize(cudaStreamLegacy));
     }
 
   private:

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "common/gpu_harness.hpp"
+#include "common/workspace_dump.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/reference.hpp"
@@ -129,37 +130,41 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
         if (rc.ranks < 2) continue;
         run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
             Buffer buffer(env.communicator, env.device, soak_config());
-            Inputs inputs;
-            const int experts = rc.ranks * kExpertsPerRank;
-            env.communicator->barrier(std::chrono::seconds(30));
-            // Warm up (JIT compile and load) outside the capture.
-            Iteration it = make_iteration(env.rank, rc.ranks, 0);
-            inputs.load(it, env.stream);
-            round_trip(buffer, inputs, env.device, experts, env.stream);
-            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-            buffer.check_errors();
-
-            cudaGraph_t graph = nullptr;
-            SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
-            auto captured = round_trip(buffer, inputs, env.device, experts, env.stream);
-            SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
-            cudaGraphExec_t exec = nullptr;
-            SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
-            std::vector<uint16_t> out(size_t(kTokens) * kHidden);
-            for (int replay = 1; replay <= 20; ++replay) {
-                it = make_iteration(env.rank, rc.ranks, replay);
+            dump_workspace_on_failure(buffer, [&] {
+                Inputs inputs;
+                const int experts = rc.ranks * kExpertsPerRank;
+                env.communicator->barrier(std::chrono::seconds(30));
+                // Warm up (JIT compile and load) outside the capture.
+                Iteration it = make_iteration(env.rank, rc.ranks, 0);
                 inputs.load(it, env.stream);
-                SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                round_trip(buffer, inputs, env.device, experts, env.stream);
                 SY_CUDA_OK(cudaStreamSynchronize(env.stream));
                 buffer.check_errors();
-                SY_CUDA_OK(cudaMemcpy(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost));
-                check_round_trip(it, out, "graph replay", replay);
-            }
-            env.communicator->barrier(std::chrono::seconds(30));
-            SY_CUDA_OK(cudaGraphExecDestroy(exec));
-            SY_CUDA_OK(cudaGraphDestroy(graph));
-            if (env.rank == 0)
-                std::printf("  %s: 20 graph replays with new routing, all exact\n", rc.name().c_str());
+
+                cudaGraph_t graph = nullptr;
+                SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+                auto captured = round_trip(buffer, inputs, env.device, experts, env.stream);
+                SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
+                cudaGraphExec_t exec = nullptr;
+                SY_CUDA_OK(
+                    cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+                std::vector<uint16_t> out(size_t(kTokens) * kHidden);
+                for (int replay = 1; replay <= 20; ++replay) {
+                    it = make_iteration(env.rank, rc.ranks, replay);
+                    inputs.load(it, env.stream);
+                    SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    buffer.check_errors();
+                    SY_CUDA_OK(
+                        cudaMemcpy(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost));
+                    check_round_trip(it, out, "graph replay", replay);
+                }
+                env.communicator->barrier(std::chrono::seconds(30));
+                SY_CUDA_OK(cudaGraphExecDestroy(exec));
+                SY_CUDA_OK(cudaGraphDestroy(graph));
+                if (env.rank == 0)
+                    std::printf("  %s: 20 graph replays with new routing, all exact\n", rc.name().c_str());
+            });
         });
     }
 }
@@ -170,21 +175,23 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
     for (int gpus = 1; gpus <= max_gpus; ++gpus) {
         run_ranks(4, gpus, [&](RankEnv& env) {
             Buffer buffer(env.communicator, env.device, soak_config());
-            Inputs inputs;
-            env.communicator->barrier(std::chrono::seconds(30));
-            std::vector<uint16_t> out(size_t(kTokens) * kHidden);
-            for (int iteration = 0; iteration < 1000; ++iteration) {
-                const Iteration it = make_iteration(env.rank, 4, 1000 + iteration);
-                inputs.load(it, env.stream);
-                auto results = round_trip(buffer, inputs, env.device, 4 * kExpertsPerRank, env.stream);
-                SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
-                                           cudaMemcpyDeviceToHost, env.stream));
-                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-                check_round_trip(it, out, "soak", iteration);
-            }
-            buffer.synchronize();
-            if (env.rank == 0)
-                std::printf("  EP4 on %d GPU(s): 1000 dispatch+combine iterations exact\n", gpus);
+            dump_workspace_on_failure(buffer, [&] {
+                Inputs inputs;
+                env.communicator->barrier(std::chrono::seconds(30));
+                std::vector<uint16_t> out(size_t(kTokens) * kHidden);
+                for (int iteration = 0; iteration < 1000; ++iteration) {
+                    const Iteration it = make_iteration(env.rank, 4, 1000 + iteration);
+                    inputs.load(it, env.stream);
+                    auto results = round_trip(buffer, inputs, env.device, 4 * kExpertsPerRank, env.stream);
+                    SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
+                                               cudaMemcpyDeviceToHost, env.stream));
+                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    check_round_trip(it, out, "soak", iteration);
+                }
+                buffer.synchronize();
+                if (env.rank == 0)
+                    std::printf("  EP4 on %d GPU(s): 1000 dispatch+combine iterations exact\n", gpus);
+            });
         });
     }
 }

@@ -4,6 +4,7 @@
 // changes every iteration. Every output is compared with the CPU reference.
 #include <cstdio>
 
+#include "common/workspace_dump.hpp"
 #include "ll_test_support.hpp"
 
 using namespace switchyard;
@@ -56,29 +57,32 @@ SY_TEST(LowLatency, CudaGraphReplay) {
         run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
             Buffer buffer(env.communicator, env.device, ll_config(c));
             RankInputs inputs(c, rc.ranks, env.device);
-            for (bool hook : {false, true}) {
-                const std::string mode = hook ? "graph (hook)" : "graph";
-                inputs.load(scenarios[0], env.rank, env.stream);
-                // Warm-up outside the capture compiles and loads the kernels.
-                check_round(buffer, env, scenarios[0], issue_round(buffer, env, inputs, hook),
-                            mode + " warm-up");
+            dump_workspace_on_failure(buffer, [&] {
+                for (bool hook : {false, true}) {
+                    const std::string mode = hook ? "graph (hook)" : "graph";
+                    inputs.load(scenarios[0], env.rank, env.stream);
+                    // Warm-up outside the capture compiles and loads the kernels.
+                    check_round(buffer, env, scenarios[0], issue_round(buffer, env, inputs, hook),
+                                mode + " warm-up");
 
-                cudaGraph_t graph = nullptr;
-                cudaGraphExec_t exec = nullptr;
-                SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
-                Round captured = issue_round(buffer, env, inputs, hook);
-                SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
-                SY_CUDA_OK(
-                    cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
-                for (int i = 1; i < 5; ++i) {
-                    inputs.load(scenarios[i], env.rank, env.stream);
-                    SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
-                    check_round(buffer, env, scenarios[i], captured, mode + " replay " + std::to_string(i));
+                    cudaGraph_t graph = nullptr;
+                    cudaGraphExec_t exec = nullptr;
+                    SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+                    Round captured = issue_round(buffer, env, inputs, hook);
+                    SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
+                    SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph,
+                                                             cudaGraphInstantiateFlagAutoFreeOnLaunch));
+                    for (int i = 1; i < 5; ++i) {
+                        inputs.load(scenarios[i], env.rank, env.stream);
+                        SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                        check_round(buffer, env, scenarios[i], captured,
+                                    mode + " replay " + std::to_string(i));
+                    }
+                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    SY_CUDA_OK(cudaGraphExecDestroy(exec));
+                    SY_CUDA_OK(cudaGraphDestroy(graph));
                 }
-                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-                SY_CUDA_OK(cudaGraphExecDestroy(exec));
-                SY_CUDA_OK(cudaGraphDestroy(graph));
-            }
+            });
         });
     }
 }

@@ -16,6 +16,7 @@ enum ErrorKind : uint32_t {
     kErrorNone = 0,
     kErrorTimeout = 1,
     kErrorInvalidRouting = 2,
+    kErrorSequenceMismatch = 3,  // a peer published another op's sequence than this rank is running
 };
 
 // Where a wait happened; the host prints these names.
@@ -102,6 +103,19 @@ SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Dia
                              int32_t phase, int32_t peer) {
     return wait_until(
         address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target);
+}
+
+// For lock-step protocols (high-throughput), where no peer can be past this rank's op while this
+// rank waits: the signal must reach `target` and equal it. A larger value means the ranks' op
+// sequences diverged (a rank skipped or repeated an op, or its workspace was written by someone
+// else); consuming the data would give silently wrong results, so it is reported instead.
+SY_DEVICE bool wait_for_sequence(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
+                                 int32_t phase, int32_t peer) {
+    if (!wait_at_least(address, target, diagnostics, phase, peer)) return false;
+    const uint64_t value = ptx::ld_acquire_sys(address);
+    if (value == target) return true;
+    report_error(diagnostics, kErrorSequenceMismatch, phase, peer, target, value, 0);
+    return false;
 }
 
 #endif

@@ -214,8 +214,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank, sequence);
     __syncthreads();
     for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
-        if (!wait_at_least(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence, c.diagnostics,
-                           kPhaseHtCombine, peer))
+        if (!wait_for_sequence(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence,
+                               c.diagnostics, kPhaseHtCombine, peer))
             ok = 0;
     __syncthreads();
 
@@ -236,8 +236,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     // reduce_home
     if (!ok) return;
     for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
-        if (!wait_at_least(c.layout.workspace.ht_combine_done(c.local_base) + peer, sequence, c.diagnostics,
-                           kPhaseHtCombine, peer))
+        if (!wait_for_sequence(c.layout.workspace.ht_combine_done(c.local_base) + peer, sequence,
+                               c.diagnostics, kPhaseHtCombine, peer))
             ok = 0;
     __syncthreads();
     if (!ok) return;

@@ -62,8 +62,8 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence) {
     if (threadIdx.x == 0) ok = 1;
     __syncthreads();
     for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
-        if (!wait_at_least(notify_entry(c, c.local_base, source).sequence(), sequence, c.diagnostics,
-                           kPhaseHtNotify, source))
+        if (!wait_for_sequence(notify_entry(c, c.local_base, source).sequence(), sequence, c.diagnostics,
+                               kPhaseHtNotify, source))
             ok = 0;
     __syncthreads();
     return ok != 0;
@@ -301,8 +301,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     // The op is complete here once every source's rows have landed.
     if (blockIdx.x == 0 && ok) {
         for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
-            wait_at_least(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence, c.diagnostics,
-                          kPhaseHtData, source);
+            wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence,
+                              c.diagnostics, kPhaseHtData, source);
     }
 }
 
