@@ -13,6 +13,7 @@
 #include "comm/topology.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
+#include "core/stream_pool.hpp"
 #include "core/validation.hpp"
 #include "core/buffer_impl.hpp"
 #include "launch/launch_context.hpp"
@@ -113,7 +114,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     impl.memory =
         std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
                                                 static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
-    SY_CUDA_CHECK(cudaStreamCreateWithFlags(&impl.comm_stream, cudaStreamNonBlocking));
+    impl.comm_stream = core::acquire_stream(device);  // reused: see stream_pool.hpp
     SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.caller_ready, cudaEventDisableTiming));
     SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.comm_done, cudaEventDisableTiming));
 
@@ -152,7 +153,7 @@ Buffer::~Buffer() {
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_done) cudaEventDestroy(impl.comm_done);
-    if (impl.comm_stream) cudaStreamDestroy(impl.comm_stream);
+    if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);
 }
 
 int Buffer::rank() const {

@@ -1,6 +1,8 @@
 // GPU test harness (see gpu_harness.hpp).
 #include "common/gpu_harness.hpp"
 
+#include "core/stream_pool.hpp"
+
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -65,7 +67,9 @@ void run_ranks(int num_ranks, int num_gpus, const std::function<void(RankEnv&)>&
             std::string failure;
             try {
                 SY_CUDA_OK(cudaSetDevice(env.device));
-                SY_CUDA_OK(cudaStreamCreateWithFlags(&env.stream, cudaStreamNonBlocking));
+                // Pooled, like the buffers' streams (core/stream_pool.hpp): each live stream keeps
+                // its own hardware queue however many configurations a test runs.
+                env.stream = core::acquire_stream(env.device);
                 body(env);
                 SY_CUDA_OK(cudaStreamSynchronize(env.stream));
             } catch (const TestFailure& error) {
@@ -75,7 +79,7 @@ void run_ranks(int num_ranks, int num_gpus, const std::function<void(RankEnv&)>&
             } catch (const std::exception& error) {
                 failure = std::string("exception: ") + error.what();
             }
-            if (env.stream) cudaStreamDestroy(env.stream);
+            if (env.stream) core::release_stream(env.device, env.stream);
             if (!failure.empty()) {
                 std::lock_guard<std::mutex> lock(mutex);
                 failures[rank] = failure;

@@ -209,7 +209,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
 
     // enter
     if (threadIdx.x == 0) ok = 1;
-    if (blockIdx.x == 0)
+    // After a failed op the buffer is poisoned: announce nothing, so peers report the stall.
+    if (blockIdx.x == 0 && !is_poisoned(c.diagnostics))
         for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
             ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank, sequence);
     __syncthreads();

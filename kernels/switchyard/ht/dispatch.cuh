@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         ptx::mbarrier_init(&stage_barriers[lane / 2][lane % 2], 1);
         ptx::fence_mbarrier_init();
     }
-    if (blockIdx.x == 0) ht_detail::notify_peers(args, sequence);
+    if (blockIdx.x == 0 && !is_poisoned(c.diagnostics)) ht_detail::notify_peers(args, sequence);
     bool ok = ht_detail::wait_for_counts(c, sequence);
     if (ok) {
         for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {

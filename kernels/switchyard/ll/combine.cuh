@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
-    ll_prologue<kSend, kRecv>(buffer, shared_sequences, shared_mask);
+    if (!ll_prologue<kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
     __syncthreads();
 
     if constexpr (kSend) {

@@ -36,12 +36,16 @@ struct LlBufferArgs {
 // Block prologue: reads this op's send and receive sequence numbers (counter + 1) into
 // `shared_sequences` and the mask snapshot into `shared_mask` [R]. The last block to have read them
 // advances the counters of the halves this kernel runs; the next LL kernel in the stream sees them.
+// Returns false (in every thread of the block) when the buffer is already poisoned: an op queued
+// behind a failed one must neither send nor signal, or peers would consume its garbage.
 template <bool kSend, bool kRecv>
-SY_DEVICE void ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
+SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
+    __shared__ int healthy;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     if (threadIdx.x == 0) {
         shared_sequences[0] = ptx::ld_relaxed_sys(counters + kCounterLlSend) + 1;
         shared_sequences[1] = ptx::ld_relaxed_sys(counters + kCounterLlRecv) + 1;
+        healthy = !is_poisoned(buffer.diagnostics);
     }
     const uint32_t* mask = buffer.signals.mask(buffer.signal_area());
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
@@ -57,6 +61,7 @@ SY_DEVICE void ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequence
             if (kRecv) counters[kCounterLlRecv] = shared_sequences[1];
         }
     }
+    return healthy != 0;
 }
 
 // Every block calls this after its sends: each block fences its writes (system scope) and arrives
