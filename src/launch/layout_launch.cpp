@@ -1,30 +1,39 @@
-// Launcher of the dispatch layout kernel.
-#include <algorithm>
+// Launcher of the dispatch layout: a count kernel and a write kernel over chunks of tokens
+// (kernels/switchyard/layout/layout_kernel.cuh), with their per-chunk scratch.
+#include <string>
 
 #include "jit/jit.hpp"
 #include "launch/launch_context.hpp"
+#include "switchyard/device_tensor.hpp"
 
 namespace switchyard::launch {
 
 void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64) {
-    const jit::Kernel& kernel = jit::get_kernel(
-        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
-         std::string("switchyard::device::layout_kernel<") + (index_is_int64 ? "long long" : "int") + ">"},
-        context.device);
+    const std::string index = index_is_int64 ? "long long" : "int";
+    const jit::Kernel& count =
+        jit::get_kernel({"dispatch_layout_count", "switchyard/layout/layout_kernel.cuh",
+                         "switchyard::device::layout_count_kernel<" + index + ">"},
+                        context.device);
+    const jit::Kernel& write =
+        jit::get_kernel({"dispatch_layout_write", "switchyard/layout/layout_kernel.cuh",
+                         "switchyard::device::layout_write_kernel<" + index + ">"},
+                        context.device);
     args.diagnostics = context.diagnostics;
-    // As many warps as the per-warp counters allow in shared memory (at most 32), but no more
-    // than one warp per 8 tokens: the scan over warps costs more than it saves below that.
-    constexpr int64_t kSharedLimit = 200 * 1024;
-    const int64_t per_warp = device::layout_shared_bytes(1, args.num_experts, args.num_ranks, args.topk);
-    int warps = static_cast<int>(std::min<int64_t>(32, kSharedLimit / per_warp));
-    warps = std::max(1, std::min(warps, (args.num_tokens + 31) / 32));
+    args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
+    const int32_t chunks = device::layout_num_chunks(args.num_tokens, args.topk);
+    // Stream-ordered scratch: freed (in stream order) when this function returns, after both kernels.
+    const DeviceTensor scratch =
+        DeviceTensor::allocate(DType::kInt32, {int64_t(chunks) * (args.num_experts + args.num_ranks)},
+                               context.device, context.stream);
+    args.chunk_counts = scratch.data<int32_t>();
+
     jit::LaunchConfig config;
-    config.block[0] = 32 * warps;
-    config.shared_bytes = static_cast<unsigned>(
-        device::layout_shared_bytes(warps, args.num_experts, args.num_ranks, args.topk) + 16);
+    config.grid[0] = unsigned(chunks);
+    config.block[0] = device::kLayoutThreads;
+    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks));
     config.stream = context.stream;
-    kernel.ensure_dynamic_shared(config.shared_bytes);
-    jit::launch(kernel, config, &args, sizeof(args));
+    jit::launch(count, config, &args, sizeof(args));
+    jit::launch(write, config, &args, sizeof(args));
 }
 
 }  // namespace switchyard::launch
