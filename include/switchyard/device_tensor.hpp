@@ -23,6 +23,8 @@ class DeviceTensor {
                                  cudaStream_t stream);
     // A non-owning view (e.g. into the communication buffer).
     static DeviceTensor borrow(const TensorView& view);
+    // A view whose memory lives as long as `storage` (shared by all copies of the tensor).
+    static DeviceTensor adopt(const TensorView& view, std::shared_ptr<void> storage);
 
     const TensorView& view() const { return view_; }
     bool defined() const { return view_.defined(); }

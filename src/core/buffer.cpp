@@ -111,6 +111,14 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     impl.layout = device::BufferLayout::make(capacity);
 
     impl.errors = std::make_unique<core::ErrorState>();
+    impl.outputs = std::make_unique<core::OutputMemory>(device);
+    {
+        // Worst case of the layout kernels' [chunks][E + R] counts: T_max tokens at the largest top-k.
+        const int32_t chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);
+        impl.layout_scratch_ints = int64_t(chunks) * (config.max_experts + impl.communicator->size());
+        SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl.layout_scratch),
+                                 sizeof(int32_t) * static_cast<size_t>(impl.layout_scratch_ints)));
+    }
     impl.memory =
         std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
                                                 static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
@@ -151,6 +159,7 @@ Buffer::~Buffer() {
     }
     impl.memory.reset();
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
+    if (impl.layout_scratch) cudaFree(impl.layout_scratch);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_done) cudaEventDestroy(impl.comm_done);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);

@@ -11,6 +11,7 @@
 #include "comm/symmetric_memory.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
+#include "core/output_memory.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/buffer.hpp"
 
@@ -28,6 +29,9 @@ struct Buffer::Impl {
     device::BufferLayout layout{};
     std::unique_ptr<comm::SymmetricMemory> memory;
     std::unique_ptr<core::ErrorState> errors;
+    std::unique_ptr<core::OutputMemory> outputs;  // this rank's own pool (see output_memory.hpp)
+    int32_t* layout_scratch = nullptr;            // the layout kernels' per-chunk counts
+    int64_t layout_scratch_ints = 0;
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     cudaEvent_t comm_done = nullptr;     // recorded on the comm stream
@@ -56,6 +60,9 @@ struct Buffer::Impl {
         context.diagnostics.timeout_ns = static_cast<uint64_t>(config.timeout_seconds * 1e9);
         context.diagnostics.rank = communicator->rank();
         context.sm_budget = sm_budget;
+        context.outputs = outputs.get();
+        context.layout_scratch = layout_scratch;
+        context.layout_scratch_ints = layout_scratch_ints;
         return context;
     }
 

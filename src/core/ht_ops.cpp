@@ -162,12 +162,12 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             handle->num_tokens_per_expert = cached->num_tokens_per_expert;
             handle->recv_info = cached->recv_info;
         } else {
-            handle->token_rank_slot = DeviceTensor::allocate(DType::kInt32, {T, R}, device, comm);
-            handle->token_expert_pos = DeviceTensor::allocate(DType::kInt32, {T, K}, device, comm);
-            handle->topk_idx = DeviceTensor::allocate(DType::kInt32, {T, K}, device, comm);
-            handle->num_tokens_per_rank = DeviceTensor::allocate(DType::kInt32, {R}, device, comm);
-            handle->num_tokens_per_expert = DeviceTensor::allocate(DType::kInt32, {E}, device, comm);
-            handle->recv_info = DeviceTensor::allocate(DType::kInt32, {info.total_ints()}, device, comm);
+            handle->token_rank_slot = impl.outputs->allocate(DType::kInt32, {T, R}, comm);
+            handle->token_expert_pos = impl.outputs->allocate(DType::kInt32, {T, K}, comm);
+            handle->topk_idx = impl.outputs->allocate(DType::kInt32, {T, K}, comm);
+            handle->num_tokens_per_rank = impl.outputs->allocate(DType::kInt32, {R}, comm);
+            handle->num_tokens_per_expert = impl.outputs->allocate(DType::kInt32, {E}, comm);
+            handle->recv_info = impl.outputs->allocate(DType::kInt32, {info.total_ints()}, comm);
             device::LayoutArgs layout{};
             layout.topk_idx = checked.topk_idx.ptr();
             layout.topk_row_stride = checked.topk_idx.strides[0];
@@ -183,7 +183,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             launch::launch_dispatch_layout(context, layout, checked.topk_idx.dtype == DType::kInt64);
         }
         if (handle->has_weights) {
-            handle->topk_weights = DeviceTensor::allocate(DType::kFloat32, {T, K}, device, comm);
+            handle->topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, comm);
             if (T > 0)
                 SY_CUDA_CHECK(cudaMemcpy2DAsync(handle->topk_weights.data<float>(), sizeof(float) * K,
                                                 checked.topk_weights.ptr(),
@@ -255,15 +255,11 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         }
         handle->row_capacity = rows;
         handle->expert_row_capacity = expert_rows;
-        handle->row_src_token =
-            DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
-        handle->row_combine_slot =
-            DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, device, comm);
-        handle->row_expert_row =
-            DeviceTensor::allocate(DType::kInt32, {std::max<int64_t>(rows, 1), K}, device, comm);
-        handle->row_weights =
-            DeviceTensor::allocate(DType::kFloat32, {std::max<int64_t>(rows, 1), K}, device, comm);
-        result.num_recv_rows = DeviceTensor::allocate(DType::kInt32, {1}, device, comm);
+        handle->row_src_token = impl.outputs->allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, comm);
+        handle->row_combine_slot = impl.outputs->allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, comm);
+        handle->row_expert_row = impl.outputs->allocate(DType::kInt32, {std::max<int64_t>(rows, 1), K}, comm);
+        handle->row_weights = impl.outputs->allocate(DType::kFloat32, {std::max<int64_t>(rows, 1), K}, comm);
+        result.num_recv_rows = impl.outputs->allocate(DType::kInt32, {1}, comm);
 
         const DType payload_dtype =
             plan.payload_kind == device::kPayloadFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
@@ -297,20 +293,18 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         } else {
             const int64_t out_rows = std::max<int64_t>(expert_rows, 1);
             if (checked.layout == RecvLayout::kExpertMasked) {
-                result.recv_x = DeviceTensor::allocate(
-                    payload_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, H}, device, comm);
+                result.recv_x = impl.outputs->allocate(
+                    payload_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, H}, comm);
                 if (scale_words)
-                    result.recv_scales = DeviceTensor::allocate(
-                        scale_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, scale_words}, device,
-                        comm);
+                    result.recv_scales = impl.outputs->allocate(
+                        scale_dtype, {L, int64_t(R) * impl.config.max_tokens_per_rank, scale_words}, comm);
             } else {
-                result.recv_x = DeviceTensor::allocate(payload_dtype, {out_rows, H}, device, comm);
+                result.recv_x = impl.outputs->allocate(payload_dtype, {out_rows, H}, comm);
                 if (scale_words)
-                    result.recv_scales =
-                        DeviceTensor::allocate(scale_dtype, {out_rows, scale_words}, device, comm);
+                    result.recv_scales = impl.outputs->allocate(scale_dtype, {out_rows, scale_words}, comm);
             }
             if (handle->has_weights)
-                result.recv_topk_weights = DeviceTensor::allocate(DType::kFloat32, {out_rows}, device, comm);
+                result.recv_topk_weights = impl.outputs->allocate(DType::kFloat32, {out_rows}, comm);
             receive.out_x = result.recv_x.data<uint8_t>();
             receive.out_scales = scale_words ? result.recv_scales.data<uint32_t>() : nullptr;
             receive.out_weights = handle->has_weights ? result.recv_topk_weights.data<float>() : nullptr;
@@ -372,9 +366,9 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
     impl.run_ordered(stream, [&] {
         const launch::LaunchContext context = impl.context();
         result.out = args.out.defined() ? DeviceTensor::borrow(args.out)
-                                        : DeviceTensor::allocate(DType::kBFloat16, {T, H}, device, comm);
+                                        : impl.outputs->allocate(DType::kBFloat16, {T, H}, comm);
         if (args.row_weights.defined())
-            result.combined_topk_weights = DeviceTensor::allocate(DType::kFloat32, {T, K}, device, comm);
+            result.combined_topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, comm);
         device::HtCombineArgs combine{};
         combine.common = launch::ht_common(context);
         combine.common.num_tokens = T;

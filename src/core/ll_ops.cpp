@@ -64,7 +64,6 @@ void require_aligned_rows(const TensorView& view, const char* name) {
                  view.describe());
 }
 
-
 int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
     if (!use_fp8) return device::kScaleNone;
     return format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
@@ -162,14 +161,13 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         // Allocated on the comm stream after it joined the caller's stream (inside a capture they
         // become graph allocation nodes).
         const cudaStream_t comm = impl.comm_stream;
-        result.recv_x = DeviceTensor::allocate(args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16,
-                                               {L, rows, H}, device, comm);
-        handle->recv_count = DeviceTensor::allocate(DType::kInt32, {L}, device, comm);
-        handle->recv_source = DeviceTensor::allocate(DType::kInt32, {L, rows}, device, comm);
+        result.recv_x =
+            impl.outputs->allocate(args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16, {L, rows, H}, comm);
+        handle->recv_count = impl.outputs->allocate(DType::kInt32, {L}, comm);
+        handle->recv_source = impl.outputs->allocate(DType::kInt32, {L, rows}, comm);
         if (args.use_fp8) {
-            handle->recv_scales_storage =
-                DeviceTensor::allocate(scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32,
-                                       {L, words, rows}, device, comm);
+            handle->recv_scales_storage = impl.outputs->allocate(
+                scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32, {L, words, rows}, comm);
             result.recv_scales = DeviceTensor::borrow(TensorView::strided(
                 handle->recv_scales_storage.view().ptr(), handle->recv_scales_storage.view().dtype,
                 {L, rows, words}, {words * rows, 1, rows}, Device::cuda(device)));
@@ -266,9 +264,8 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
 
     LowLatencyCombineResult result;
     impl.run_ordered(stream, [&] {
-        result.out = args.out.defined()
-                         ? DeviceTensor::borrow(args.out)
-                         : DeviceTensor::allocate(DType::kBFloat16, {T, H}, device, impl.comm_stream);
+        result.out = args.out.defined() ? DeviceTensor::borrow(args.out)
+                                        : impl.outputs->allocate(DType::kBFloat16, {T, H}, impl.comm_stream);
         combine.out = result.out.view().ptr();
         combine.out_row_stride = result.out.view().ndim == 2 && T > 0 ? result.out.view().strides[0] : H;
         launch::launch_ll_combine(context, combine, shape, blocks);

@@ -8,6 +8,10 @@
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/layout/layout_kernel.cuh"
 
+namespace switchyard::core {
+class OutputMemory;
+}
+
 namespace switchyard::launch {
 
 struct LaunchContext {
@@ -20,12 +24,15 @@ struct LaunchContext {
     device::BufferLayout layout{};
     device::Diagnostics diagnostics{};
     int sm_budget = 1;
+    const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
+    int32_t* layout_scratch = nullptr;            // per-chunk counts of the layout kernels
+    int64_t layout_scratch_ints = 0;
 };
 
 // Cross-rank barrier kernel (one block).
 void launch_barrier(const LaunchContext& context);
 
-// Dispatch layout kernel (one block) over `args`, whose diagnostics are filled from the context.
+// Dispatch layout kernels (count, then write) over `args`, whose diagnostics are filled from the context.
 void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64);
 
 }  // namespace switchyard::launch

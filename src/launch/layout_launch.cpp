@@ -4,7 +4,7 @@
 
 #include "jit/jit.hpp"
 #include "launch/launch_context.hpp"
-#include "switchyard/device_tensor.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::launch {
 
@@ -21,11 +21,15 @@ void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs arg
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
     const int32_t chunks = device::layout_num_chunks(args.num_tokens, args.topk);
-    // Stream-ordered scratch: freed (in stream order) when this function returns, after both kernels.
-    const DeviceTensor scratch =
-        DeviceTensor::allocate(DType::kInt32, {int64_t(chunks) * (args.num_experts + args.num_ranks)},
-                               context.device, context.stream);
-    args.chunk_counts = scratch.data<int32_t>();
+    // The buffer's own scratch (sized for its capacities at creation): no allocation per call, and
+    // it outlives any graph that captures this launch.
+    const int64_t needed = int64_t(chunks) * (args.num_experts + args.num_ranks);
+    if (needed > context.layout_scratch_ints)
+        throw InvalidArgument("switchyard: dispatch layout needs " + std::to_string(needed) +
+                              " scratch ints but the buffer has " +
+                              std::to_string(context.layout_scratch_ints) +
+                              " (tokens, top-k or experts beyond the buffer's capacities)");
+    args.chunk_counts = context.layout_scratch;
 
     jit::LaunchConfig config;
     config.grid[0] = unsigned(chunks);

@@ -1,0 +1,66 @@
+// See output_memory.hpp.
+#include "core/output_memory.hpp"
+
+#include "core/cuda_check.hpp"
+#include "core/stream_pool.hpp"
+
+namespace switchyard::core {
+
+struct OutputMemory::State {
+    int device = 0;
+    cudaMemPool_t pool = nullptr;
+    cudaStream_t side_stream = nullptr;  // allocations made while the caller's stream captures
+
+    ~State() {
+        int current = 0;
+        cudaGetDevice(&current);
+        cudaSetDevice(device);
+        if (side_stream) {
+            cudaStreamSynchronize(side_stream);
+            release_stream(device, side_stream);
+        }
+        if (pool) cudaMemPoolDestroy(pool);
+        cudaSetDevice(current);
+    }
+};
+
+OutputMemory::OutputMemory(int device) : state_(std::make_shared<State>()) {
+    state_->device = device;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    SY_CUDA_CHECK(cudaMemPoolCreate(&state_->pool, &props));
+    // Keep freed memory: a 58 MB combine output must not be re-mapped on every call.
+    uint64_t keep_everything = ~uint64_t(0);
+    SY_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    state_->side_stream = acquire_stream(device);
+}
+
+DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> shape,
+                                    cudaStream_t stream) const {
+    TensorView view = TensorView::contiguous(nullptr, dtype, shape, Device::cuda(state_->device));
+    const size_t bytes = static_cast<size_t>(view.numel()) * dtype_size(dtype);
+    if (bytes == 0) return DeviceTensor::adopt(view, nullptr);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    // Stream-ordered: never synchronizes the device, so ranks sharing a GPU cannot deadlock on it.
+    cudaStream_t order = capturing ? state_->side_stream : stream;
+    void* memory = nullptr;
+    SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, order));
+    // Outside a capture the memory is valid once the side stream has run the allocation.
+    if (capturing) SY_CUDA_CHECK(cudaStreamSynchronize(order));
+    view.data = memory;
+    std::shared_ptr<State> state = state_;
+    std::shared_ptr<void> storage(memory, [state, order](void* pointer) {
+        int current = 0;
+        cudaGetDevice(&current);
+        cudaSetDevice(state->device);
+        cudaFreeAsync(pointer, order);
+        cudaSetDevice(current);
+    });
+    return DeviceTensor::adopt(view, std::move(storage));
+}
+
+}  // namespace switchyard::core

@@ -1,0 +1,38 @@
+// Where one Buffer's outputs and scratch come from: a stream-ordered memory pool owned by that
+// buffer, never shared with another rank.
+//
+// Why not the device's pool: ranks that share a GPU would share freed blocks, and the driver
+// orders a reuse after the free by making the new owner's stream wait for the old owner's. A free
+// queued behind a kernel that waits on peers then makes a peer's next op wait for that kernel,
+// which waits for the peer: a deadlock only the timeout ends (seen on the GPU machine as one rank
+// running its op ~20 s late). Graph-owned allocations have the same problem across graphs of
+// co-located ranks, so under stream capture outputs also come from this pool, allocated on a
+// side stream outside the capture: a graph's outputs are the tensors its capture returned (keep
+// them alive while the graph may replay).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <initializer_list>
+#include <memory>
+
+#include "switchyard/device_tensor.hpp"
+
+namespace switchyard::core {
+
+class OutputMemory {
+  public:
+    explicit OutputMemory(int device);
+    OutputMemory(const OutputMemory&) = delete;
+    OutputMemory& operator=(const OutputMemory&) = delete;
+
+    // A tensor for work ordered on `stream` (freed in that order when its last copy goes).
+    DeviceTensor allocate(DType dtype, std::initializer_list<int64_t> shape, cudaStream_t stream) const;
+
+    struct State;  // the pool and the side stream; tensors share ownership of it
+
+  private:
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace switchyard::core
