@@ -5,6 +5,23 @@
 #include "core/stream_pool.hpp"
 
 namespace switchyard::core {
+namespace {
+
+// While this thread captures a stream (global or thread-local mode), work on other streams is
+// refused as unsafe. The side-stream allocation (and its free) are deliberate and safe, so this
+// thread switches to relaxed mode for them, and back.
+class RelaxedCaptureMode {
+  public:
+    RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+    ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+    RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+    RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+  private:
+    cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+}  // namespace
 
 struct OutputMemory::State {
     int device = 0;
@@ -48,15 +65,21 @@ DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> 
     // Stream-ordered: never synchronizes the device, so ranks sharing a GPU cannot deadlock on it.
     cudaStream_t order = capturing ? state_->side_stream : stream;
     void* memory = nullptr;
-    SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, order));
-    // Outside a capture the memory is valid once the side stream has run the allocation.
-    if (capturing) SY_CUDA_CHECK(cudaStreamSynchronize(order));
+    if (capturing) {
+        // Outside the capture: the memory is valid once the side stream has run the allocation.
+        RelaxedCaptureMode relaxed;
+        SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, order));
+        SY_CUDA_CHECK(cudaStreamSynchronize(order));
+    } else {
+        SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, order));
+    }
     view.data = memory;
     std::shared_ptr<State> state = state_;
     std::shared_ptr<void> storage(memory, [state, order](void* pointer) {
         int current = 0;
         cudaGetDevice(&current);
         cudaSetDevice(state->device);
+        RelaxedCaptureMode relaxed;  // a tensor may be dropped while its thread captures
         cudaFreeAsync(pointer, order);
         cudaSetDevice(current);
     });
