@@ -42,13 +42,17 @@ SY_HOST_DEVICE int64_t ll_combine_shared_bytes(int32_t num_ranks, int32_t local_
     return 4 * (2 * int64_t(num_ranks) + int64_t(local_experts) + 1) + 64;
 }
 
+// A row goes back in slices of 512-byte steps that separate warps copy in parallel (a warp per
+// 14 KB row keeps too few loads in flight).
+constexpr int kLlCombineStepsPerSlice = 4;
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ll_combine_detail {
 
 // One row of y back to its home rank's slot [k][t].
 template <int kHidden>
-SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int32_t set,
+SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int slice, int32_t set,
                         const uint32_t* shared_mask) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
@@ -64,8 +68,11 @@ SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, 
                                                 LlSetLayout::combine_row_bytes(kHidden));
     constexpr int64_t kRowBytes = int64_t(kHidden) * 2;
     constexpr int kSteps = int((kRowBytes + 511) / 512);
+    const int first_step = slice * kLlCombineStepsPerSlice;
+    const int last_step =
+        first_step + kLlCombineStepsPerSlice < kSteps ? first_step + kLlCombineStepsPerSlice : kSteps;
 #pragma unroll 4
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = first_step; step < last_step; ++step) {
         const int64_t offset = int64_t(step) * 512 + lane * 16;
         if (offset < kRowBytes)
             *reinterpret_cast<uint4*>(to + offset) = *reinterpret_cast<const uint4*>(from + offset);
@@ -164,10 +171,14 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             if (lane == 0) row_starts[L] = running;
         }
         __syncthreads();
-        for (int32_t item = global_warp; item < row_starts[L]; item += num_warps) {
+        constexpr int kSlices =
+            int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
+        for (int32_t item = global_warp; item < row_starts[L] * kSlices; item += num_warps) {
+            const int32_t row = item / kSlices;
             int32_t expert = 0;
-            while (row_starts[expert + 1] <= item) ++expert;
-            ll_combine_detail::send_row<kHidden>(args, expert, item - row_starts[expert], set, shared_mask);
+            while (row_starts[expert + 1] <= row) ++expert;
+            ll_combine_detail::send_row<kHidden>(args, expert, row - row_starts[expert], item % kSlices, set,
+                                                 shared_mask);
         }
         if (ll_last_block_arrives(buffer.workspace.counters(buffer.local_base), &shared_flag)) {
             for (int q = threadIdx.x; q < R; q += blockDim.x) {

@@ -51,6 +51,16 @@ SY_HOST_DEVICE int64_t ll_dispatch_shared_bytes(int32_t num_ranks, int32_t num_e
     return 4 * (3 * int64_t(num_ranks) + 1 + max64(int64_t(num_experts) + num_ranks, num_experts)) + 64;
 }
 
+// A token is sent, and a record received, in slices that separate warps move in parallel: one
+// warp walking a whole 7168-channel row keeps too few loads in flight (ncu, EP1 on H200: the
+// kernel took ~70 us for 128 tokens with a warp per token). Send slices are 256-channel steps,
+// receive slices 512-byte steps.
+constexpr int kLlSendStepsPerSlice = 4;
+constexpr int kLlRecvStepsPerSlice = 4;
+SY_HOST_DEVICE constexpr int ll_send_slices(int hidden) {
+    return ((hidden + 255) / 256 + kLlSendStepsPerSlice - 1) / kLlSendStepsPerSlice;
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ll_dispatch_detail {
@@ -118,14 +128,18 @@ SY_DEVICE void count_earlier(const LlDispatchArgs& args, int32_t t, int32_t expe
 // Writes one token's payload and scales into every destination record of `destinations` (lanes
 // whose bit is set hold their record address in `record`).
 template <int kHidden, int kTopk, int kScaleKind>
-SY_DEVICE void store_payload(const LlDispatchArgs& args, int32_t t, uint32_t destinations, uint8_t* record) {
+SY_DEVICE void store_payload(const LlDispatchArgs& args, int32_t t, int slice, uint32_t destinations,
+                             uint8_t* record) {
     const uint32_t lane = ptx::lane_id();
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
     const uint8_t* x_row = static_cast<const uint8_t*>(args.x) + int64_t(t) * args.x_row_stride * 2;
     constexpr int kChannelsPerStep = 256;  // 8 channels (16 bytes of bf16) per lane
     constexpr int kSteps = int((kHidden + kChannelsPerStep - 1) / kChannelsPerStep);
+    const int first_step = slice * kLlSendStepsPerSlice;
+    const int last_step =
+        first_step + kLlSendStepsPerSlice < kSteps ? first_step + kLlSendStepsPerSlice : kSteps;
 #pragma unroll 2
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = first_step; step < last_step; ++step) {
         const int channel = step * kChannelsPerStep + int(lane) * 8;
         const bool in_range = channel < kHidden;
         uint4 raw;
@@ -172,7 +186,7 @@ SY_DEVICE void store_payload(const LlDispatchArgs& args, int32_t t, uint32_t des
         // Unused exponent bytes of the last packed word are zero (as the reference writes them).
         constexpr int kBlocks = (kHidden + 127) / 128;
         constexpr int kPadBytes = int((kHidden + 511) / 512) * 4 - kBlocks;
-        if (kPadBytes > 0) {
+        if (kPadBytes > 0 && slice == 0) {
             for (uint32_t rest = destinations; rest != 0; rest &= rest - 1) {
                 uint8_t* dst = reinterpret_cast<uint8_t*>(
                     __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(record), __ffs(rest) - 1));
@@ -184,7 +198,7 @@ SY_DEVICE void store_payload(const LlDispatchArgs& args, int32_t t, uint32_t des
 
 // One token: routing, slots, record metadata and payload to every destination rank.
 template <int kHidden, int kTopk, int kScaleKind, typename IndexT>
-SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, uint64_t sequence,
+SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint64_t sequence,
                           const uint32_t* shared_mask) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
@@ -204,8 +218,9 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, uint64_t sequen
         record = buffer.set_layout.record(buffer.set_base(buffer.peer_bases[rank], ll_set_of(sequence)),
                                           buffer.rank, slot, layout.total_bytes);
 
-    // Metadata: lane k writes slot k's local expert id and position as the destination sees them.
-    for (uint32_t rest = destinations; rest != 0; rest &= rest - 1) {
+    // Metadata (the token's first slice only): lane k writes slot k's local expert id and
+    // position as the destination sees them.
+    for (uint32_t rest = slice == 0 ? destinations : 0u; rest != 0; rest &= rest - 1) {
         const int source_lane = __ffs(rest) - 1;
         const int32_t destination = __shfl_sync(0xffffffffu, rank, source_lane);
         int32_t* meta = reinterpret_cast<int32_t*>(
@@ -221,7 +236,7 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, uint64_t sequen
             meta[2 + 2 * kTopk + lane] = mine ? position : -1;
         }
     }
-    store_payload<kHidden, kTopk, kScaleKind>(args, t, destinations, record);
+    store_payload<kHidden, kTopk, kScaleKind>(args, t, slice, destinations, record);
 }
 
 // Last sending block: per destination, {tokens, rows per local expert} then the flag.
@@ -268,7 +283,7 @@ SY_DEVICE void publish_headers(const LlDispatchArgs& args, uint64_t sequence, co
 // One arrived record (source s, slot i): copy it into the rows of the local experts it names.
 template <int kHidden, int kTopk, int kScaleKind>
 SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int32_t source, int32_t slot,
-                              const int32_t* row_offsets) {
+                              int slice, const int32_t* row_offsets) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
@@ -282,8 +297,9 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
         local = meta[2 + lane];
         if (local >= 0) {
             row = row_offsets[source * args.local_experts + local] + meta[2 + 2 * kTopk + lane];
-            args.recv_source[local * rows_per_expert + row] =
-                ll_pack_source(source, token, int32_t(lane), buffer.set_layout.max_tokens);
+            if (slice == 0)
+                args.recv_source[local * rows_per_expert + row] =
+                    ll_pack_source(source, token, int32_t(lane), buffer.set_layout.max_tokens);
         }
     }
     const uint32_t experts = __ballot_sync(0xffffffffu, local >= 0);
@@ -293,8 +309,11 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
     constexpr int kSteps = int((kPayloadBytes + 511) / 512);
     uint8_t* recv_x = static_cast<uint8_t*>(args.recv_x);
+    const int first_step = slice * kLlRecvStepsPerSlice;
+    const int last_step =
+        first_step + kLlRecvStepsPerSlice < kSteps ? first_step + kLlRecvStepsPerSlice : kSteps;
 #pragma unroll 4
-    for (int step = 0; step < kSteps; ++step) {
+    for (int step = first_step; step < last_step; ++step) {
         const int64_t offset = int64_t(step) * 512 + lane * 16;
         const bool active = offset < kPayloadBytes;
         uint4 chunk;
@@ -306,6 +325,7 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
         }
     }
     __syncwarp();
+    if (slice != 0) return;
     if constexpr (kScaleKind != kScaleNone) {
         constexpr int kWords = kScaleKind == kScaleFloat32 ? (kHidden + 127) / 128 : (kHidden + 511) / 512;
         const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + layout.scale_offset);
@@ -347,9 +367,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
 
     if constexpr (kSend) {
         const uint64_t sequence = shared_sequences[0];
-        for (int32_t t = global_warp; t < args.num_tokens; t += num_warps)
-            ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(args, t, sequence,
-                                                                               shared_mask);
+        constexpr int kSlices = ll_send_slices(kHidden);
+        for (int32_t item = global_warp; item < args.num_tokens * kSlices; item += num_warps)
+            ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(
+                args, item / kSlices, item % kSlices, sequence, shared_mask);
         if (ll_last_block_arrives(buffer.workspace.counters(buffer.local_base), &shared_flag))
             ll_dispatch_detail::publish_headers<kTopk, IndexT>(args, sequence, shared_mask, scratch);
         __syncthreads();
@@ -383,11 +404,15 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             item_starts[R] = running;
         }
         __syncthreads();
-        for (int32_t item = global_warp; item < item_starts[R]; item += num_warps) {
+        constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
+        constexpr int kRecvSlices =
+            int(((kPayloadBytes + 511) / 512 + kLlRecvStepsPerSlice - 1) / kLlRecvStepsPerSlice);
+        for (int32_t item = global_warp; item < item_starts[R] * kRecvSlices; item += num_warps) {
+            const int32_t record = item / kRecvSlices;
             int32_t source = 0;
-            while (item_starts[source + 1] <= item) ++source;
+            while (item_starts[source + 1] <= record) ++source;
             ll_dispatch_detail::receive_record<kHidden, kTopk, kScaleKind>(
-                args, set_base, source, item - item_starts[source], scratch);
+                args, set_base, source, record - item_starts[source], item % kRecvSlices, scratch);
         }
     }
 }
