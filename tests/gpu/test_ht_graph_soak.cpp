@@ -148,6 +148,8 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
                 cudaGraphExec_t exec = nullptr;
                 SY_CUDA_OK(
                     cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+                // Instantiation may synchronize the device: no rank replays before all are done.
+                env.communicator->barrier(std::chrono::seconds(30));
                 std::vector<uint16_t> out(size_t(kTokens) * kHidden);
                 for (int replay = 1; replay <= 20; ++replay) {
                     it = make_iteration(env.rank, rc.ranks, replay);

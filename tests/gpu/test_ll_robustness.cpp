@@ -57,6 +57,10 @@ SY_TEST(LowLatency, CudaGraphReplay) {
         run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
             Buffer buffer(env.communicator, env.device, ll_config(c));
             RankInputs inputs(c, rc.ranks, env.device);
+            // Host calls that may synchronize the device (cudaMalloc above, graph instantiation and
+            // destruction below) must not overlap a co-located rank's kernel that waits for this
+            // rank: every rank finishes them before any rank launches (docs/design-notes.md §2).
+            env.communicator->barrier(std::chrono::seconds(60));
             dump_workspace_on_failure(buffer, [&] {
                 for (bool hook : {false, true}) {
                     const std::string mode = hook ? "graph (hook)" : "graph";
@@ -72,6 +76,7 @@ SY_TEST(LowLatency, CudaGraphReplay) {
                     SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
                     SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph,
                                                              cudaGraphInstantiateFlagAutoFreeOnLaunch));
+                    env.communicator->barrier(std::chrono::seconds(60));
                     for (int i = 1; i < 5; ++i) {
                         inputs.load(scenarios[i], env.rank, env.stream);
                         SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
@@ -79,8 +84,10 @@ SY_TEST(LowLatency, CudaGraphReplay) {
                                     mode + " replay " + std::to_string(i));
                     }
                     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    env.communicator->barrier(std::chrono::seconds(60));
                     SY_CUDA_OK(cudaGraphExecDestroy(exec));
                     SY_CUDA_OK(cudaGraphDestroy(graph));
+                    env.communicator->barrier(std::chrono::seconds(60));
                 }
             });
         });
@@ -194,6 +201,7 @@ SY_TEST(LowLatency, Soak1000Iterations) {
     run_ranks(2, gpus, [&](RankEnv& env) {
         Buffer buffer(env.communicator, env.device, ll_config(base));
         RankInputs inputs(base, 2, env.device);
+        env.communicator->barrier(std::chrono::seconds(60));  // allocations done on every rank
         for (int iteration = 0; iteration < 1000; ++iteration) {
             Case c = base;
             c.seed = 1000 + iteration;  // new routing and data every iteration
