@@ -4,6 +4,7 @@
 #include "common/testing.hpp"
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/errors.hpp"
+#include "switchyard/layout/layout_kernel.cuh"
 
 using namespace switchyard;
 
@@ -98,6 +99,26 @@ SY_TEST(BufferLayout, RecordSectionsAre32ByteAligned) {
     SY_CHECK_EQ(record.total_bytes % 32, int64_t(0));
     SY_CHECK_EQ(record.scale_bytes, int64_t(4) * 5);  // ceil(2560 / 512) packed words
     SY_CHECK_EQ(record.meta_bytes, int64_t(4) * (2 + 27));
+}
+
+// The buffer sizes the layout kernels' scratch once, for T_max tokens at the largest top-k; every
+// smaller call must fit, and chunks must cover every token with one thread per (token, k) entry.
+SY_TEST(LayoutKernels, ChunksCoverTokensAndFitTheBuffersScratch) {
+    using namespace switchyard::device;
+    const int32_t max_tokens = 4096, max_topk = 9, max_experts = 256, ranks = 8;
+    const int64_t capacity = int64_t(layout_num_chunks(max_tokens, max_topk)) * (max_experts + ranks);
+    for (int32_t topk = 1; topk <= max_topk; ++topk) {
+        const int32_t per_chunk = layout_tokens_per_chunk(topk);
+        SY_CHECK(per_chunk >= 1);
+        SY_CHECK(int64_t(per_chunk) * topk <= kLayoutThreads);
+        for (int32_t tokens : {0, 1, 7, 113, 114, 1000, 4095, 4096}) {
+            const int32_t chunks = layout_num_chunks(tokens, topk);
+            SY_CHECK(chunks >= 1);  // a grid of at least one block, which writes the totals
+            SY_CHECK(int64_t(chunks) * per_chunk >= tokens);
+            SY_CHECK(tokens == 0 || int64_t(chunks - 1) * per_chunk < tokens);
+            for (int32_t experts : {8, 64, 256}) SY_CHECK(int64_t(chunks) * (experts + ranks) <= capacity);
+        }
+    }
 }
 
 SY_TEST_MAIN()
