@@ -1,11 +1,9 @@
-// DeviceTensor: an output tensor. Either memory the library allocated (stream-ordered, freed when
-// the last copy goes away) or a view into the buffer's own memory (valid until the operation that
-// next reuses that region; the op's documentation says which).
+// DeviceTensor: an output tensor. Either memory the library allocated from the buffer's own
+// stream-ordered pool (freed in stream order when the last copy goes away) or a view into the
+// buffer's memory (valid until the operation that next reuses that region; the op's
+// documentation says which).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
-#include <initializer_list>
 #include <memory>
 
 #include "switchyard/tensor.hpp"
@@ -16,11 +14,6 @@ class DeviceTensor {
   public:
     DeviceTensor() = default;
 
-    // Allocates with cudaMallocAsync on `stream` (graph-capturable); the memory is released with
-    // cudaFreeAsync on the same stream when the last copy of this tensor is destroyed, so drop it
-    // only after the work that reads it has been ordered on that stream.
-    static DeviceTensor allocate(DType dtype, std::initializer_list<int64_t> shape, int device,
-                                 cudaStream_t stream);
     // A non-owning view (e.g. into the communication buffer).
     static DeviceTensor borrow(const TensorView& view);
     // A view whose memory lives as long as `storage` (shared by all copies of the tensor).

@@ -3,6 +3,7 @@
 // ranks (who is at which op, which signal never arrived) can be read from the log.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 namespace switchyard {
@@ -15,15 +16,6 @@ namespace switchyard::testing {
 std::string describe_workspace(const Buffer& buffer);
 
 // Runs `body`; if it throws, prints this rank's workspace dump and rethrows.
-template <typename Body>
-void dump_workspace_on_failure(const Buffer& buffer, Body&& body);
-
-}  // namespace switchyard::testing
-
-#include <cstdio>
-
-namespace switchyard::testing {
-
 template <typename Body>
 void dump_workspace_on_failure(const Buffer& buffer, Body&& body) {
     try {
