@@ -2,7 +2,9 @@
 // 4096 tokens per rank, hidden 7168, top-8 of 256 experts; FP8 and BF16 dispatch (rank-major,
 // device counts: the graph-safe path), BF16 combine; at the SM count the analytical model picks
 // and over a sweep of SM counts. Every timed iteration starts with an L2 flush, a host
-// rendezvous and a GPU barrier so the ranks start together; an op's time is the slowest rank's.
+// rendezvous and a GPU barrier so the ranks start together; the stream is gated until the op is
+// enqueued, so the events time the GPU (host time per call is reported apart); an op's time is the
+// slowest rank's.
 #include "ht_bench.hpp"
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "results_table.hpp"
 #include "routing.hpp"
 #include "stats.hpp"
+#include "stream_gate.hpp"
 #include "comm/nccl_library.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -93,6 +96,7 @@ struct RankState {
     void* y = nullptr;
     std::unique_ptr<L2Flusher> flusher;
     std::unique_ptr<EventTimer> timer;
+    std::unique_ptr<StreamGate> gate;
 };
 
 }  // namespace
@@ -184,6 +188,7 @@ int run_ht_bench(int argc, char** argv) {
         SWITCHYARD_BENCH_CUDA(cudaMemset(state.y, 0x3c, size_t(R) * T * H * 2));
         state.flusher = std::make_unique<L2Flusher>(state.device);
         state.timer = std::make_unique<EventTimer>(state.device);
+        state.gate = std::make_unique<StreamGate>();
         SWITCHYARD_BENCH_CUDA(cudaDeviceSynchronize());
     });
 
@@ -230,6 +235,7 @@ int run_ht_bench(int argc, char** argv) {
                     state.flusher->flush(state.stream);
                     SWITCHYARD_BENCH_CUDA(cudaStreamSynchronize(state.stream));
                     comm.barrier(std::chrono::seconds(60));
+                    state.gate->close(state.stream);
                     state.buffer->barrier(state.stream);
                     state.timer->start(state.stream);
                     const auto host_start = std::chrono::steady_clock::now();
@@ -238,11 +244,13 @@ int run_ht_bench(int argc, char** argv) {
                                                      std::chrono::steady_clock::now() - host_start)
                                                      .count();
                     state.timer->stop(state.stream);
+                    state.gate->open();
                     const double dispatch_us = state.timer->elapsed_us();
                     // Combine (same handle)
                     state.flusher->flush(state.stream);
                     SWITCHYARD_BENCH_CUDA(cudaStreamSynchronize(state.stream));
                     comm.barrier(std::chrono::seconds(60));
+                    state.gate->close(state.stream);
                     state.buffer->barrier(state.stream);
                     state.timer->start(state.stream);
                     const auto host_combine_start = std::chrono::steady_clock::now();
@@ -251,6 +259,7 @@ int run_ht_bench(int argc, char** argv) {
                                                     std::chrono::steady_clock::now() - host_combine_start)
                                                     .count();
                     state.timer->stop(state.stream);
+                    state.gate->open();
                     const double combine_us = state.timer->elapsed_us();
                     state.buffer->check_errors();
                     if (iter >= options.warmup) {

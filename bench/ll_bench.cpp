@@ -16,6 +16,7 @@
 
 #include "cuda_check.hpp"
 #include "event_timer.hpp"
+#include "stream_gate.hpp"
 #include "record.hpp"
 #include "run_info.hpp"
 #include "stats.hpp"
@@ -219,10 +220,12 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                 }
 
                 EventTimer t0(device), t1(device), t2(device), t3(device);
+                StreamGate gate;
                 for (int it = 0; it < options.iters; ++it) {
                     // Align the ranks: host rendezvous, then a GPU barrier on the stream.
                     SWITCHYARD_BENCH_CUDA(cudaStreamSynchronize(stream));
                     communicators[rank]->barrier(std::chrono::seconds(60));
+                    gate.close(stream);  // the GPU starts once everything below is enqueued
                     buffer.barrier(stream);
                     if (mode.graph) {
                         t0.start(stream);
@@ -252,6 +255,7 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                         c.receive();
                         t3.stop(stream);
                     }
+                    gate.open();
                     SWITCHYARD_BENCH_CUDA(cudaStreamSynchronize(stream));
                     samples[rank * 6 + 0][it] = t0.elapsed_us();
                     samples[rank * 6 + 1][it] = t1.elapsed_us();

@@ -48,20 +48,20 @@ SY_DEVICE uint4 pack8(const float* v) {
     return make_uint4(words[0], words[1], words[2], words[3]);
 }
 
-// Four 16-byte loads in flight per lane before their stores: a row copy is latency-bound otherwise.
+// Eight 16-byte loads in flight per lane before their stores (4 KB per warp): a row copy is
+// latency-bound otherwise. A 7168-channel bf16 row takes four rounds.
 SY_DEVICE void copy_row_to(const HtCombineArgs& args, uint8_t* destination, const uint8_t* source) {
     const int64_t bytes = int64_t(args.common.hidden) * 2;
-    constexpr int kUnroll = 4;
-    int64_t offset = int64_t(ptx::lane_id()) * 16;
-    for (; offset + (kUnroll - 1) * 512 < bytes; offset += kUnroll * 512) {
+    constexpr int kUnroll = 8;
+    for (int64_t base = int64_t(ptx::lane_id()) * 16; base < bytes; base += kUnroll * 512) {
         uint4 v[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) v[u] = *reinterpret_cast<const uint4*>(source + offset + u * 512);
+        for (int u = 0; u < kUnroll; ++u)
+            if (base + u * 512 < bytes) v[u] = *reinterpret_cast<const uint4*>(source + base + u * 512);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) *reinterpret_cast<uint4*>(destination + offset + u * 512) = v[u];
+        for (int u = 0; u < kUnroll; ++u)
+            if (base + u * 512 < bytes) *reinterpret_cast<uint4*>(destination + base + u * 512) = v[u];
     }
-    for (; offset < bytes; offset += 512)
-        *reinterpret_cast<uint4*>(destination + offset) = *reinterpret_cast<const uint4*>(source + offset);
 }
 
 // send_rows for one rank-major row `row` received from home rank `home`.
@@ -138,8 +138,7 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
         for (int u = 0; u < kChunks; ++u)
 #pragma unroll
             for (int i = 0; i < 8; ++i) acc[u][i] = 0.0f;
-        auto accumulate = [&](const uint8_t* row_bytes, bool use_weight, float w) {
-            uint4 raw[kChunks];
+        auto load = [&](const uint8_t* row_bytes, uint4* raw) {
 #pragma unroll
             for (int u = 0; u < kChunks; ++u) {
                 const int channel = group + u * 256;
@@ -147,6 +146,8 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
                              ? *reinterpret_cast<const uint4*>(row_bytes + int64_t(channel) * 2)
                              : make_uint4(0, 0, 0, 0);
             }
+        };
+        auto accumulate = [&](const uint4* raw, bool use_weight, float w) {
 #pragma unroll
             for (int u = 0; u < kChunks; ++u) {
                 float v[8];
@@ -156,19 +157,32 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
                     acc[u][i] = use_weight ? fmaf(w, v[i], acc[u][i]) : acc[u][i] + v[i];
             }
         };
-        if (args.bias0)
-            accumulate(reinterpret_cast<const uint8_t*>(args.bias0 + int64_t(token) * args.bias0_stride),
-                       false, 1.0f);
-        if (args.bias1)
-            accumulate(reinterpret_cast<const uint8_t*>(args.bias1 + int64_t(token) * args.bias1_stride),
-                       false, 1.0f);
-        for (int slot = 0; slot < num_slots; ++slot) {
-            float w = 1.0f;
-            if (args.mode == 1) {
-                if (args.topk_idx[int64_t(token) * c.topk + slot] < 0) continue;
-                if (args.weighted) w = args.home_weights[int64_t(token) * args.home_weights_stride + slot];
+        uint4 raw[2][kChunks];
+        if (args.bias0) {
+            load(reinterpret_cast<const uint8_t*>(args.bias0 + int64_t(token) * args.bias0_stride), raw[0]);
+            accumulate(raw[0], false, 1.0f);
+        }
+        if (args.bias1) {
+            load(reinterpret_cast<const uint8_t*>(args.bias1 + int64_t(token) * args.bias1_stride), raw[0]);
+            accumulate(raw[0], false, 1.0f);
+        }
+        // Slots two at a time: both slots' loads are issued before either is summed (the order
+        // of the sums, and so the result, stays slot ascending).
+        for (int slot = 0; slot < num_slots; slot += 2) {
+            bool present[2];
+            float w[2];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                present[j] = slot + j < num_slots &&
+                             (args.mode != 1 || args.topk_idx[int64_t(token) * c.topk + slot + j] >= 0);
+                w[j] = present[j] && args.mode == 1 && args.weighted
+                           ? args.home_weights[int64_t(token) * args.home_weights_stride + slot + j]
+                           : 1.0f;
+                if (present[j]) load(combine_record(args, c.local_base, slot + j, token), raw[j]);
             }
-            accumulate(combine_record(args, c.local_base, slot, token), args.mode == 1 && args.weighted, w);
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                if (present[j]) accumulate(raw[j], args.mode == 1 && args.weighted, w[j]);
         }
 #pragma unroll
         for (int u = 0; u < kChunks; ++u) {
@@ -220,13 +234,17 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ok = 0;
     __syncthreads();
 
-    // send_rows
+    // send_rows (the per-source row offsets are read once per block, into shared memory)
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
+    __shared__ int32_t row_offsets[kHtMaxRanks + 1];
+    for (int s = threadIdx.x; s <= c.num_ranks; s += blockDim.x)
+        row_offsets[s] = args.recv_info[info.row_offsets() + s];
+    __syncthreads();
     if (ok) {
-        const int32_t rows = args.recv_info[info.row_offsets() + c.num_ranks];
+        const int32_t rows = row_offsets[c.num_ranks];
         for (int64_t row = global_warp; row < rows; row += total_warps) {
             int home = 0;
-            while (home + 1 < c.num_ranks && args.recv_info[info.row_offsets() + home + 1] <= row) ++home;
+            while (home + 1 < c.num_ranks && row_offsets[home + 1] <= row) ++home;
             ht_detail::send_row(args, row, home);
         }
     }

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/block_scan.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
@@ -43,16 +44,30 @@ SY_DEVICE HtNotifyView notify_entry(const HtCommon& c, uint8_t* base, int32_t so
     return {c.layout.workspace.ht_notify_entry(base, source), c.num_ranks};
 }
 
-// Block 0: publish this rank's counts to every peer (thread q -> peer q).
+// Block 0 (all threads): publish this rank's counts to every peer. The entries are spread over
+// the threads: a thread walking a peer's whole entry serializes one load latency per expert
+// (the loads cannot pass the remote stores they might alias), ~100 us at 256 experts.
 SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
     const HtCommon& c = args.common;
-    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x) {
+    const int words = 1 + c.num_ranks + c.local_experts;  // num_tokens, rows_to[R], expert_rows[L]
+    for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
+        const int peer = i / words, word = i % words;
         const HtNotifyView entry = notify_entry(c, c.peer_bases[peer], c.rank);
-        *entry.num_tokens() = c.num_tokens;
-        for (int q = 0; q < c.num_ranks; ++q) entry.rows_to()[q] = args.num_tokens_per_rank[q];
-        for (int e = 0; e < c.local_experts; ++e)
-            entry.expert_rows()[e] = args.num_tokens_per_expert[peer * c.local_experts + e];
-        ptx::st_release_sys(entry.sequence(), sequence);
+        if (word == 0)
+            *entry.num_tokens() = c.num_tokens;
+        else if (word <= c.num_ranks)
+            entry.rows_to()[word - 1] = args.num_tokens_per_rank[word - 1];
+        else
+            entry.expert_rows()[word - 1 - c.num_ranks] =
+                args.num_tokens_per_expert[peer * c.local_experts + word - 1 - c.num_ranks];
+    }
+    // Every thread's writes, then (after the barrier) a fence by each releasing thread: fences are
+    // cumulative only over writes the fencing thread has observed.
+    ptx::fence_acq_rel_sys();
+    __syncthreads();
+    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x) {
+        ptx::fence_acq_rel_sys();
+        ptx::st_release_sys(notify_entry(c, c.peer_bases[peer], c.rank).sequence(), sequence);
     }
 }
 
@@ -69,12 +84,33 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence) {
     return ok != 0;
 }
 
-// Block 0: the receiver-side summary (rows per source, expert counts and offsets) for the receive
-// kernel, combine and the host.
+// Rows of local expert `e` that sources 0..R-1 send here, eight sources' loads in flight at once.
+// With `offsets`, also writes each source's first row within the expert.
+SY_DEVICE int32_t expert_rows_from_sources(const HtCommon& c, int e, int32_t* offsets) {
+    int32_t count = 0;
+    for (int first = 0; first < c.num_ranks; first += 8) {
+        int32_t rows[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            rows[i] = first + i < c.num_ranks ? notify_entry(c, c.local_base, first + i).expert_rows()[e] : 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            if (offsets && first + i < c.num_ranks) offsets[(first + i) * c.local_experts + e] = count;
+            count += rows[i];
+        }
+    }
+    return count;
+}
+
+// Block 0 (all threads): the receiver-side summary (rows per source, expert counts and offsets)
+// for the receive kernel, combine and the host. Experts are spread over the threads in contiguous
+// runs; the expert-major offsets are a block-wide prefix sum over the runs.
 SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
     const HtCommon& c = args.common;
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
     int32_t* out = args.recv_info;
+    volatile int32_t* host = args.host_counts;  // mapped host memory: [0] ready, [1] rows, ...
+    const int L = c.local_experts;
     if (threadIdx.x == 0) {
         int32_t rows = 0;
         for (int s = 0; s < c.num_ranks; ++s) {
@@ -82,25 +118,35 @@ SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
             rows += notify_entry(c, c.local_base, s).rows_to()[c.rank];
         }
         out[info.row_offsets() + c.num_ranks] = rows;
-        int64_t expert_rows = 0;
-        for (int e = 0; e < c.local_experts; ++e) {
-            int32_t count = 0;
-            for (int s = 0; s < c.num_ranks; ++s) {
-                out[info.source_expert_offsets() + s * c.local_experts + e] = count;
-                count += notify_entry(c, c.local_base, s).expert_rows()[e];
-            }
-            out[info.expert_counts() + e] = count;
-            out[info.expert_offsets() + e] =
-                int32_t(args.masked_layout ? int64_t(e) * c.num_ranks * c.max_tokens : expert_rows);
-            expert_rows += args.masked_layout ? 0 : align_up(count, args.expert_alignment);
-        }
-        out[info.expert_offsets() + c.local_experts] =
-            int32_t(args.masked_layout ? int64_t(c.local_experts) * c.num_ranks * c.max_tokens : expert_rows);
-        if (args.host_counts) {
-            volatile int32_t* host = args.host_counts;
-            host[1] = rows;
-            host[2] = out[info.expert_offsets() + c.local_experts];
-            for (int e = 0; e < c.local_experts; ++e) host[3 + e] = out[info.expert_counts() + e];
+        if (host) host[1] = rows;
+    }
+    const int per_thread = int(ceil_div(L, blockDim.x));
+    const int first = int(threadIdx.x) * per_thread;
+    const int last = int(min64(L, first + per_thread));
+    int64_t run_rows = 0;  // rows of this thread's experts in the contiguous layout
+    if (!args.masked_layout)
+        for (int e = first; e < last; ++e)
+            run_rows += align_up(expert_rows_from_sources(c, e, nullptr), args.expert_alignment);
+    int64_t total_rows = 0;
+    int64_t expert_rows = block_exclusive_sum(run_rows, total_rows);
+    for (int e = first; e < last; ++e) {
+        const int32_t count = expert_rows_from_sources(c, e, out + info.source_expert_offsets());
+        out[info.expert_counts() + e] = count;
+        out[info.expert_offsets() + e] =
+            int32_t(args.masked_layout ? int64_t(e) * c.num_ranks * c.max_tokens : expert_rows);
+        expert_rows += args.masked_layout ? 0 : align_up(count, args.expert_alignment);
+        if (host) host[3 + e] = count;
+    }
+    const int32_t end = int32_t(args.masked_layout ? int64_t(L) * c.num_ranks * c.max_tokens : total_rows);
+    if (threadIdx.x == 0) {
+        out[info.expert_offsets() + L] = end;
+        if (host) host[2] = end;
+    }
+    if (host) {
+        // Every writer's fence, the barrier, then the flag after a fence of its own (cumulativity).
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0) {
             __threadfence_system();
             host[0] = 1;
             __threadfence_system();
@@ -193,38 +239,51 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
     __syncwarp();
 }
 
-// Sends one staged token to every destination rank it goes to.
+// Sends one staged token to every destination rank it goes to. The token's routing (lanes < K)
+// and its slots (lane q of each 32-rank group) are loaded once, together, before any store: a
+// load per destination after the previous destination's stores would put one memory latency per
+// destination on the warp's path.
 SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* stage,
                           const int32_t* dest_offset) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     const RecordLayout& r = args.record;
+    int32_t expert = -1, position = -1;
+    float weight = 0.0f;
+    if (int(lane) < c.topk) {
+        expert = args.topk_idx[int64_t(token) * c.topk + lane];
+        position = args.token_expert_pos[int64_t(token) * c.topk + lane];
+        if (args.topk_weights) weight = args.topk_weights[int64_t(token) * args.weights_row_stride + lane];
+    }
     int ordinal = 0;  // this destination's position among the token's destinations (combine slot)
-    for (int q = 0; q < c.num_ranks; ++q) {
-        const int32_t slot = args.token_rank_slot[int64_t(token) * c.num_ranks + q];
-        if (slot < 0) continue;
-        const int64_t row = int64_t(dest_offset[q]) + slot;
-        uint8_t* record = c.peer_bases[q] + c.layout.ht_dispatch_offset + row * r.total_bytes;
-        int32_t* meta = reinterpret_cast<int32_t*>(record + r.meta_offset);
-        if (int(lane) < c.topk) {
-            const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];
-            const bool owned = expert >= q * c.local_experts && expert < (q + 1) * c.local_experts;
-            const float weight = args.topk_weights && owned
-                                     ? args.topk_weights[int64_t(token) * args.weights_row_stride + lane]
-                                     : 0.0f;
-            meta[2 + lane] = owned ? expert - q * c.local_experts : -1;
-            meta[2 + c.topk + lane] = __float_as_int(weight);
-            meta[2 + 2 * c.topk + lane] = owned ? args.token_expert_pos[int64_t(token) * c.topk + lane] : -1;
+    for (int group = 0; group < c.num_ranks; group += 32) {
+        const int my_rank = group + int(lane);
+        const int32_t my_slot =
+            my_rank < c.num_ranks ? args.token_rank_slot[int64_t(token) * c.num_ranks + my_rank] : -1;
+        for (uint32_t rest = __ballot_sync(0xffffffffu, my_slot >= 0); rest != 0; rest &= rest - 1) {
+            const int source_lane = __ffs(rest) - 1;
+            const int q = group + source_lane;
+            const int32_t slot = __shfl_sync(0xffffffffu, my_slot, source_lane);
+            const int64_t row = int64_t(dest_offset[q]) + slot;
+            uint8_t* record = c.peer_bases[q] + c.layout.ht_dispatch_offset + row * r.total_bytes;
+            int32_t* meta = reinterpret_cast<int32_t*>(record + r.meta_offset);
+            if (int(lane) < c.topk) {
+                const bool owned = expert >= q * c.local_experts && expert < (q + 1) * c.local_experts;
+                meta[2 + lane] = owned ? expert - q * c.local_experts : -1;
+                meta[2 + c.topk + lane] = __float_as_int(owned ? weight : 0.0f);
+                meta[2 + 2 * c.topk + lane] = owned ? position : -1;
+            }
+            if (lane == 0) {
+                meta[0] = token;
+                meta[1] = ordinal;
+                if (!args.generic_stores) ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
+            }
+            if (args.generic_stores)
+                for (int64_t offset = int64_t(lane) * 16; offset < r.meta_offset; offset += 32 * 16)
+                    *reinterpret_cast<uint4*>(record + offset) =
+                        *reinterpret_cast<const uint4*>(stage + offset);
+            ++ordinal;
         }
-        if (lane == 0) {
-            meta[0] = token;
-            meta[1] = ordinal;
-            if (!args.generic_stores) ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
-        }
-        if (args.generic_stores)
-            for (int64_t offset = int64_t(lane) * 16; offset < r.meta_offset; offset += 32 * 16)
-                *reinterpret_cast<uint4*>(record + offset) = *reinterpret_cast<const uint4*>(stage + offset);
-        ++ordinal;
     }
     if (lane == 0) ptx::bulk_commit();
     __syncwarp();
@@ -246,7 +305,12 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         ptx::mbarrier_init(&stage_barriers[lane / 2][lane % 2], 1);
         ptx::fence_mbarrier_init();
     }
-    if (blockIdx.x == 0 && !is_poisoned(c.diagnostics)) ht_detail::notify_peers(args, sequence);
+    // Block 0 decides once whether to announce this op (a poisoned buffer announces nothing); the
+    // notify step synchronizes the block, so every thread must take the same branch.
+    __shared__ int announce;
+    if (threadIdx.x == 0) announce = blockIdx.x == 0 && !is_poisoned(c.diagnostics);
+    __syncthreads();
+    if (announce) ht_detail::notify_peers(args, sequence);
     bool ok = ht_detail::wait_for_counts(c, sequence);
     if (ok) {
         for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {

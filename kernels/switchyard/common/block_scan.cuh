@@ -1,0 +1,45 @@
+// Prefix sums across one thread block (warp shuffles, then one warp over the warp totals).
+#pragma once
+
+#include "switchyard/common/base.cuh"
+
+namespace switchyard::device {
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+// Inclusive prefix sum over the lanes of a full warp.
+SY_DEVICE int64_t warp_inclusive_sum(int64_t value) {
+    const int lane = int(threadIdx.x % 32);
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+        const int64_t other = __shfl_up_sync(0xffffffffu, value, offset);
+        if (lane >= offset) value += other;
+    }
+    return value;
+}
+
+// Exclusive prefix sum of `value` over threads 0..threadIdx.x-1 of the block; `total` gets the
+// block's sum. Every thread of the block must call it (it synchronizes the block three times); the block
+// size is a multiple of 32.
+SY_DEVICE int64_t block_exclusive_sum(int64_t value, int64_t& total) {
+    __shared__ int64_t warp_sums[33];  // exclusive sum per warp, then the block's total
+    const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), warps = int(blockDim.x / 32);
+    const int64_t inclusive = warp_inclusive_sum(value);
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+        const int64_t sum = lane < warps ? warp_sums[lane] : 0;
+        const int64_t prefix = warp_inclusive_sum(sum);
+        if (lane < warps) warp_sums[lane] = prefix - sum;
+        if (lane == 31) warp_sums[32] = prefix;
+    }
+    __syncthreads();
+    const int64_t before = warp_sums[warp] + inclusive - value;
+    total = warp_sums[32];
+    __syncthreads();  // warp_sums may be reused by the next call
+    return before;
+}
+
+#endif
+
+}  // namespace switchyard::device
