@@ -188,6 +188,7 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
                     SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
                                                cudaMemcpyDeviceToHost, env.stream));
                     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    buffer.check_errors();  // a recorded error explains wrong data: raise it first
                     check_round_trip(it, out, "soak", iteration);
                 }
                 buffer.synchronize();
@@ -240,6 +241,7 @@ SY_TEST(HighThroughputSanitizer, SmallEp2RoundTrip) {
             SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost,
                                        env.stream));
             SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+            buffer.check_errors();  // a recorded error explains wrong data: raise it first
             check_round_trip(it, out, "sanitizer case", iteration);
         }
     });

@@ -3,7 +3,8 @@
 //  enter          tell every peer this rank entered the combine (its combine region is free to
 //                 be written) and wait until every peer has;
 //  send_rows      each warp takes received rows and writes them back to the token's home rank,
-//                 into slot (rank ordinal | top-k index) x token of the home's combine region:
+//                 into slot (rank ordinal | top-k index) x token of the home's combine region
+//                 (rank-major rows whose home is this rank stay where they are, in y):
 //                 rank-major rows as they are, expert-major rows per k (flat) or reduced over this
 //                 rank's k first and rounded to bf16 once (hierarchical);
 //  finish         the last block tells every home this rank's rows are complete;
@@ -118,17 +119,36 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
     }
 }
 
-// reduce_home for one home token.
-SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
+// Rank-major combine does not copy a home's own rows to itself: the home reads them from y (row
+// self_first_row + the token's slot at this rank), which halves the rows moved at EP2.
+SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
+    return args.mode == 0;
+}
+
+// reduce_home for one home token; `self_first_row` is the first rank-major row from this rank.
+SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int32_t self_first_row) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     int num_slots = 0;
+    int self_slot = -1;     // reads_own_rows: the slot that is this rank's own row
+    int64_t self_row = -1;  // and that row of y
     if (args.mode == 1) {
         num_slots = c.topk;
     } else {
-        for (int q = 0; q < c.num_ranks; ++q)
-            num_slots += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
+        for (int q = 0; q < c.num_ranks; ++q) {
+            const int32_t slot = args.token_rank_slot[int64_t(token) * c.num_ranks + q];
+            if (slot < 0) continue;
+            if (q == c.rank && reads_own_rows(args)) {
+                self_slot = num_slots;
+                self_row = int64_t(self_first_row) + slot;
+            }
+            ++num_slots;
+        }
     }
+    auto slot_payload = [&](int slot) -> const uint8_t* {
+        return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
+                                 : combine_record(args, c.local_base, slot, token);
+    };
     // Four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
     // per channel the order stays bias0, bias1, slots ascending.
     constexpr int kChunks = 4;
@@ -178,7 +198,7 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
                 w[j] = present[j] && args.mode == 1 && args.weighted
                            ? args.home_weights[int64_t(token) * args.home_weights_stride + slot + j]
                            : 1.0f;
-                if (present[j]) load(combine_record(args, c.local_base, slot + j, token), raw[j]);
+                if (present[j]) load(slot_payload(slot + j), raw[j]);
             }
 #pragma unroll
             for (int j = 0; j < 2; ++j)
@@ -203,8 +223,12 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token) {
                 for (int q = 0; q < owner; ++q)
                     slot += args.token_rank_slot[int64_t(token) * c.num_ranks + q] >= 0;
             }
-            weight = reinterpret_cast<const float*>(combine_record(args, c.local_base, slot, token) +
-                                                    args.record.meta_offset)[lane];
+            if (slot == self_slot)
+                weight =
+                    args.row_weights ? args.row_weights[self_row * args.row_weights_stride + lane] : 0.0f;
+            else
+                weight = reinterpret_cast<const float*>(combine_record(args, c.local_base, slot, token) +
+                                                        args.record.meta_offset)[lane];
         }
         args.combined_weights[int64_t(token) * c.topk + lane] = weight;
     }
@@ -242,7 +266,12 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     __syncthreads();
     if (ok) {
         const int32_t rows = row_offsets[c.num_ranks];
-        for (int64_t row = global_warp; row < rows; row += total_warps) {
+        // Rows whose home is this rank stay in y when the home reads them there.
+        const bool skip_own = ht_detail::reads_own_rows(args);
+        const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
+        const int64_t sent_rows = rows - (skip_own ? own_last - own_first : 0);
+        for (int64_t item = global_warp; item < sent_rows; item += total_warps) {
+            const int64_t row = skip_own && item >= own_first ? item + (own_last - own_first) : item;
             int home = 0;
             while (home + 1 < c.num_ranks && row_offsets[home + 1] <= row) ++home;
             ht_detail::send_row(args, row, home);
@@ -261,7 +290,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     __syncthreads();
     if (!ok) return;
     for (int64_t token = global_warp; token < c.num_tokens; token += total_warps)
-        ht_detail::reduce_token(args, int(token));
+        ht_detail::reduce_token(args, int(token), row_offsets[c.rank]);
 }
 
 #endif

@@ -104,17 +104,30 @@ SY_DEVICE void reduce_token_step(const LlCombineArgs& args, uint8_t* set_base, i
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
     const int64_t kRowBytes = LlSetLayout::combine_row_bytes(kHidden);
-    for (uint32_t rest = slots; rest != 0; rest &= rest - 1) {
-        const int k = __ffs(rest) - 1;
-        const float w = __shfl_sync(0xffffffffu, weight, k);
-        if (!in_range) continue;
-        const uint8_t* row = buffer.set_layout.combine_row(set_base, k, t, kRowBytes);
-        const uint4 chunk = *reinterpret_cast<const uint4*>(row + int64_t(channel) * 2);
-        const uint32_t words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+    // Up to eight slots' loads in flight before their FMAs, which then run in k order.
+    constexpr int kBatch = kTopk < 8 ? kTopk : 8;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            acc[2 * i] = fp8::fma_rn(w, fp8::bf16_low(words[i]), acc[2 * i]);
-            acc[2 * i + 1] = fp8::fma_rn(w, fp8::bf16_high(words[i]), acc[2 * i + 1]);
+    for (int first = 0; first < kTopk; first += kBatch) {
+        uint4 chunks[kBatch];
+        float weights[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int k = first + j;
+            weights[j] = __shfl_sync(0xffffffffu, weight, k < kTopk ? k : 0);
+            if (k < kTopk && ((slots >> k) & 1u) && in_range)
+                chunks[j] = *reinterpret_cast<const uint4*>(
+                    buffer.set_layout.combine_row(set_base, k, t, kRowBytes) + int64_t(channel) * 2);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int k = first + j;
+            if (!(k < kTopk && ((slots >> k) & 1u) && in_range)) continue;
+            const uint32_t words[4] = {chunks[j].x, chunks[j].y, chunks[j].z, chunks[j].w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                acc[2 * i] = fp8::fma_rn(weights[j], fp8::bf16_low(words[i]), acc[2 * i]);
+                acc[2 * i + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[i]), acc[2 * i + 1]);
+            }
         }
     }
     if (!in_range) return;
@@ -175,8 +188,16 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
         for (int32_t item = global_warp; item < row_starts[L] * kSlices; item += num_warps) {
             const int32_t row = item / kSlices;
-            int32_t expert = 0;
-            while (row_starts[expert + 1] <= row) ++expert;
+            // The expert whose rows hold `row`: the last e with row_starts[e] <= row (binary
+            // search; a linear walk over 128+ experts cost microseconds per item).
+            int32_t expert = 0, past = L;
+            while (past - expert > 1) {
+                const int32_t middle = (expert + past) / 2;
+                if (row_starts[middle] <= row)
+                    expert = middle;
+                else
+                    past = middle;
+            }
             ll_combine_detail::send_row<kHidden>(args, expert, row - row_starts[expert], item % kSlices, set,
                                                  shared_mask);
         }

@@ -4,9 +4,9 @@
 // its slot at each (its rank among this rank's tokens to that destination) and its position in
 // each expert's rows (its rank among this rank's tokens to that expert) by counting the earlier
 // tokens, then quantize the token once (or pass bf16 through) and store the record straight into
-// each destination's receive area [source][slot]. A token crosses to a rank once. The last block
-// to finish publishes, per destination, a header {tokens, rows per local expert} and then the
-// sequence-tagged flag (release, system scope).
+// each destination's receive area [source][slot]. A token crosses to a rank once. One block first
+// writes, per destination, a header {tokens, rows per local expert}; the last block to finish
+// raises the sequence-tagged flag (release, system scope), which publishes records and headers.
 //
 // Receive (every block): wait for every source's flag; from the headers compute where each
 // source's rows of each local expert start (sources ascending, so rows are ordered by source then
@@ -239,28 +239,33 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint
     store_payload<kHidden, kTopk, kScaleKind>(args, t, slice, destinations, record);
 }
 
-// Last sending block: per destination, {tokens, rows per local expert} then the flag.
+// One block, before its sends: per destination, the header {tokens, rows per local expert}. Lanes
+// take (token, k) entries, 32 / K tokens per warp step; a repeated expert (rank) within a token
+// counts once (first slot in k order, by a match mask). The headers are written like the records:
+// the flag that the last block raises (after every block's fence) publishes them.
 template <int kTopk, typename IndexT>
-SY_DEVICE void publish_headers(const LlDispatchArgs& args, uint64_t sequence, const uint32_t* shared_mask,
-                               int32_t* shared_counts) {
+SY_DEVICE void write_headers(const LlDispatchArgs& args, uint64_t sequence, const uint32_t* shared_mask,
+                             int32_t* shared_counts) {
     const LlBufferArgs& buffer = args.buffer;
     const int32_t R = buffer.num_ranks, E = args.num_experts, L = args.local_experts;
     int32_t* expert_counts = shared_counts;    // [E]
     int32_t* rank_counts = shared_counts + E;  // [R]
     for (int i = threadIdx.x; i < E + R; i += blockDim.x) shared_counts[i] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < args.num_tokens * kTopk; i += blockDim.x) {
-        const int32_t t = i / kTopk, k = i % kTopk;
-        const int32_t expert = ll_dispatch_detail::load_expert<IndexT>(args, t, k, false);
-        if (expert < 0) continue;
-        bool first_expert = true, first_rank = true;
-        for (int j = 0; j < k; ++j) {
-            const int32_t earlier = ll_dispatch_detail::load_expert<IndexT>(args, t, j, false);
-            first_expert &= earlier != expert;
-            first_rank &= earlier < 0 || earlier / L != expert / L;
-        }
-        if (first_expert) atomicAdd(expert_counts + expert, 1);
-        if (first_rank) atomicAdd(rank_counts + expert / L, 1);
+    constexpr int kTokensPerStep = 32 / kTopk;
+    const int lane = int(ptx::lane_id());
+    const int sub = lane / kTopk, k = lane % kTopk;
+    const uint32_t lower = ptx::lanemask_lt();
+    const int warp = int(threadIdx.x / 32), warps = int(blockDim.x / 32);
+    for (int first = warp * kTokensPerStep; first < args.num_tokens; first += warps * kTokensPerStep) {
+        const int t = first + sub;
+        const int32_t expert =
+            sub < kTokensPerStep && t < args.num_tokens ? load_expert<IndexT>(args, t, k, false) : -1;
+        const int32_t rank = expert >= 0 ? expert / L : -1;
+        const uint32_t same_expert = __match_any_sync(0xffffffffu, expert >= 0 ? sub * E + expert : -1);
+        const uint32_t same_rank = __match_any_sync(0xffffffffu, rank >= 0 ? sub * R + rank : -1);
+        if (expert >= 0 && (same_expert & lower) == 0) atomicAdd(expert_counts + expert, 1);
+        if (rank >= 0 && (same_rank & lower) == 0) atomicAdd(rank_counts + rank, 1);
     }
     __syncthreads();
     const int32_t set = ll_set_of(sequence);
@@ -271,7 +276,13 @@ SY_DEVICE void publish_headers(const LlDispatchArgs& args, uint64_t sequence, co
         header[e] = e == 0 ? rank_counts[q] : expert_counts[q * L + e - 1];
     }
     __syncthreads();
-    for (int q = threadIdx.x; q < R; q += blockDim.x) {
+}
+
+// Last block to finish its sends: raise this rank's flag at every unmasked destination.
+SY_DEVICE void publish_flags(const LlDispatchArgs& args, uint64_t sequence, const uint32_t* shared_mask) {
+    const LlBufferArgs& buffer = args.buffer;
+    const int32_t set = ll_set_of(sequence);
+    for (int q = threadIdx.x; q < buffer.num_ranks; q += blockDim.x) {
         if (shared_mask[q]) continue;
         ptx::fence_acq_rel_sys();
         uint64_t* flags =
@@ -368,11 +379,15 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     if constexpr (kSend) {
         const uint64_t sequence = shared_sequences[0];
         constexpr int kSlices = ll_send_slices(kHidden);
+        // The grid's last block has the fewest items (warps take items in grid order), so it
+        // counts and writes the headers first; the flag at the end covers them.
+        if (blockIdx.x == gridDim.x - 1)
+            ll_dispatch_detail::write_headers<kTopk, IndexT>(args, sequence, shared_mask, scratch);
         for (int32_t item = global_warp; item < args.num_tokens * kSlices; item += num_warps)
             ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(
                 args, item / kSlices, item % kSlices, sequence, shared_mask);
         if (ll_last_block_arrives(buffer.workspace.counters(buffer.local_base), &shared_flag))
-            ll_dispatch_detail::publish_headers<kTopk, IndexT>(args, sequence, shared_mask, scratch);
+            ll_dispatch_detail::publish_flags(args, sequence, shared_mask);
         __syncthreads();
     }
 
