@@ -26,16 +26,14 @@ class RelaxedCaptureMode {
 struct OutputMemory::State {
     int device = 0;
     cudaMemPool_t pool = nullptr;
-    cudaStream_t side_stream = nullptr;  // allocations made while the caller's stream captures
+    cudaStream_t side_stream =
+        nullptr;  // allocations made while the caller's stream captures (shared per device)
 
     ~State() {
         int current = 0;
         cudaGetDevice(&current);
         cudaSetDevice(device);
-        if (side_stream) {
-            cudaStreamSynchronize(side_stream);
-            release_stream(device, side_stream);
-        }
+        if (side_stream) cudaStreamSynchronize(side_stream);  // shared: not released
         if (pool) cudaMemPoolDestroy(pool);
         cudaSetDevice(current);
     }
@@ -51,7 +49,7 @@ OutputMemory::OutputMemory(int device) : state_(std::make_shared<State>()) {
     // Keep freed memory: a 58 MB combine output must not be re-mapped on every call.
     uint64_t keep_everything = ~uint64_t(0);
     SY_CUDA_CHECK(cudaMemPoolSetAttribute(state_->pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
-    state_->side_stream = acquire_stream(device);
+    state_->side_stream = shared_helper_stream(device);
 }
 
 DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> shape,

@@ -49,4 +49,13 @@ void release_stream(int device, cudaStream_t stream) {
     free_streams()[device].push_back(stream);
 }
 
+cudaStream_t shared_helper_stream(int device) {
+    static std::mutex mutex;
+    static auto* streams = new std::map<int, cudaStream_t>();  // never destroyed, like the pool
+    std::lock_guard<std::mutex> lock(mutex);
+    cudaStream_t& stream = (*streams)[device];
+    if (!stream) stream = acquire_stream(device);
+    return stream;
+}
+
 }  // namespace switchyard::core

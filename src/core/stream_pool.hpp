@@ -19,4 +19,9 @@ cudaStream_t acquire_stream(int device);
 // safe for the next owner to queue behind it.
 void release_stream(int device, cudaStream_t stream);
 
+// One stream per device for every rank's host-synchronous helper work (allocations made while a
+// caller's stream is being captured): it never runs kernels, so sharing it costs nothing, and it
+// keeps co-located ranks from using a hardware queue each for it.
+cudaStream_t shared_helper_stream(int device);
+
 }  // namespace switchyard::core
