@@ -61,12 +61,10 @@ std::unique_ptr<Kernel> load_kernel(const KernelSource& source, int device, cons
     check_cu(api.cuModuleGetFunction(&function, module, compiled.lowered_name.c_str()), "cuModuleGetFunction",
              where);
 
+    // JIT kernels take exactly one by-value argument struct; launch() checks its size against the
+    // argument the launcher passes. (Probing parameter 1 to prove there is no second one is a
+    // failing driver call that compute-sanitizer reports as an API error on every load.)
     const long long bytes = param_size(function, 0);
-    if (bytes >= 0 && param_size(function, 1) >= 0)
-        throw InvalidArgument(
-            "switchyard jit: kernel " + source.kernel +
-            " takes more than one parameter; JIT kernels take exactly one by-value argument "
-            "struct: __global__ void k(const __grid_constant__ Args args)");
     if (debug_enabled())
         debug_log("loaded " + source.kernel + " on device " + std::to_string(device) + " (" + options.arch +
                   ", parameter " + std::to_string(bytes) + " bytes)");
