@@ -2,6 +2,7 @@
 // 1,000-iteration soak with routing that changes every iteration, and run-to-run determinism.
 // The check needs no reference: combining the unmodified rank-major dispatch output (y = recv_x)
 // must give x times the number of ranks each token reached, exactly (small integer values).
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -181,13 +182,43 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
                 Inputs inputs;
                 env.communicator->barrier(std::chrono::seconds(30));
                 std::vector<uint16_t> out(size_t(kTokens) * kHidden);
+                // A host step that takes over a second is reported: with co-located ranks a step
+                // that waits for the whole device holds back this rank's next op while its peers'
+                // kernels wait for it (design notes §2, rule 2).
+                auto timed = [&](const char* step, int iteration, auto&& body) {
+                    const auto start = std::chrono::steady_clock::now();
+                    body();
+                    const double seconds =
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+                    if (seconds > 1.0)
+                        std::printf("  rank %d iteration %d: host step '%s' took %.1f s\n", env.rank,
+                                    iteration, step, seconds);
+                };
                 for (int iteration = 0; iteration < 1000; ++iteration) {
                     const Iteration it = make_iteration(env.rank, 4, 1000 + iteration);
-                    inputs.load(it, env.stream);
-                    auto results = round_trip(buffer, inputs, env.device, 4 * kExpertsPerRank, env.stream);
-                    SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
-                                               cudaMemcpyDeviceToHost, env.stream));
-                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    timed("load inputs", iteration, [&] { inputs.load(it, env.stream); });
+                    DispatchResult dispatched;
+                    timed("dispatch", iteration, [&] {
+                        dispatched = buffer.dispatch(inputs.dispatch_args(env.device, 4 * kExpertsPerRank),
+                                                     env.stream);
+                    });
+                    CombineResult combined;
+                    timed("combine", iteration, [&] {
+                        CombineArgs combine;
+                        combine.y = dispatched.recv_x.view();
+                        combine.out = TensorView::contiguous(inputs.out.data(), DType::kBFloat16,
+                                                             {kTokens, kHidden}, Device::cuda(env.device));
+                        combined = buffer.combine(combine, dispatched.handle, env.stream);
+                    });
+                    timed("copy out and synchronize", iteration, [&] {
+                        SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
+                                                   cudaMemcpyDeviceToHost, env.stream));
+                        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    });
+                    timed("release outputs", iteration, [&] {
+                        dispatched = DispatchResult();
+                        combined = CombineResult();
+                    });
                     buffer.check_errors();  // a recorded error explains wrong data: raise it first
                     check_round_trip(it, out, "soak", iteration);
                 }
