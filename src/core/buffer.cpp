@@ -21,6 +21,26 @@
 namespace switchyard {
 namespace {
 
+// Output bytes of the largest single op the configuration allows, with some slack: the HT
+// dispatch's owned per-row arrays and an expert-major copy of R * T_max rows plus the combine
+// output, or the LL masked output [L, R * T_ll, H] with its scales and the LL combine output.
+size_t largest_op_output_bytes(const BufferConfig& config, int num_ranks) {
+    const int64_t hidden = config.max_hidden, topk = config.max_topk;
+    const int64_t row = 2 * hidden + 4 * ((hidden + 127) / 128) + 16 * topk + 64;
+    int64_t bytes = 0;
+    if (config.enable_high_throughput) {
+        const int64_t rows = int64_t(num_ranks) * config.max_tokens_per_rank;
+        bytes = std::max(bytes, rows * row + int64_t(config.max_tokens_per_rank) * (2 * hidden + 8 * topk));
+    }
+    if (config.enable_low_latency) {
+        const int64_t local_experts = (config.max_experts + num_ranks - 1) / num_ranks;
+        const int64_t rows = local_experts * num_ranks * config.ll_max_tokens_per_rank;
+        bytes =
+            std::max(bytes, rows * row + int64_t(config.ll_max_tokens_per_rank) * (2 * hidden + 8 * topk));
+    }
+    return static_cast<size_t>(bytes + bytes / 8);
+}
+
 // Names the first field in which two ranks' configurations differ.
 void check_configs_agree(const std::vector<BufferConfig>& configs) {
     const BufferConfig& first = configs[0];
@@ -112,6 +132,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 
     impl.errors = std::make_unique<core::ErrorState>();
     impl.outputs = std::make_unique<core::OutputMemory>(device);
+    impl.outputs->reserve(largest_op_output_bytes(config, impl.communicator->size()));
     {
         // Worst case of the layout kernels' [chunks][E + R] counts: T_max tokens at the largest top-k.
         const int32_t chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);

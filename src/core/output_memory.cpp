@@ -84,4 +84,13 @@ DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> 
     return DeviceTensor::adopt(view, std::move(storage));
 }
 
+void OutputMemory::reserve(size_t bytes) const {
+    if (bytes == 0) return;
+    void* memory = nullptr;
+    cudaStream_t stream = state_->side_stream;
+    SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, stream));
+    SY_CUDA_CHECK(cudaFreeAsync(memory, stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));  // the release threshold keeps the memory
+}
+
 }  // namespace switchyard::core

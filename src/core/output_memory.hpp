@@ -29,6 +29,12 @@ class OutputMemory {
     // A tensor for work ordered on `stream` (freed in that order when its last copy goes).
     DeviceTensor allocate(DType dtype, std::initializer_list<int64_t> shape, cudaStream_t stream) const;
 
+    // Grows the pool to `bytes` now and keeps them. Growing maps new physical memory, which can
+    // wait for work on the whole device: inside an op, with co-located ranks, that wait holds this
+    // rank back while its peers' kernels wait for it (seen as a 20 s stall in the HT soak, at the
+    // second iteration). Buffer reserves its largest op's outputs at creation instead.
+    void reserve(size_t bytes) const;
+
     struct State;  // the pool and the side stream; tensors share ownership of it
 
   private:
