@@ -38,7 +38,9 @@ size_t largest_op_output_bytes(const BufferConfig& config, int num_ranks) {
         bytes =
             std::max(bytes, rows * row + int64_t(config.ll_max_tokens_per_rank) * (2 * hidden + 8 * topk));
     }
-    return static_cast<size_t>(bytes + bytes / 8);
+    // Capped: the reserve comes on top of the buffer itself, and beyond 1 GiB (large EP) the pool
+    // still grows on demand.
+    return static_cast<size_t>(std::min<int64_t>(bytes + bytes / 8, int64_t(1) << 30));
 }
 
 // Names the first field in which two ranks' configurations differ.

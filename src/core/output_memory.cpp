@@ -88,7 +88,11 @@ void OutputMemory::reserve(size_t bytes) const {
     if (bytes == 0) return;
     void* memory = nullptr;
     cudaStream_t stream = state_->side_stream;
-    SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, stream));
+    // Best effort: a device without that much free memory keeps growing the pool on demand.
+    if (cudaMallocFromPoolAsync(&memory, bytes, state_->pool, stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
     SY_CUDA_CHECK(cudaFreeAsync(memory, stream));
     SY_CUDA_CHECK(cudaStreamSynchronize(stream));  // the release threshold keeps the memory
 }
