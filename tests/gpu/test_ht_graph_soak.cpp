@@ -111,15 +111,21 @@ struct Inputs {
     }
 };
 
-// dispatch -> combine(y = recv_x) into inputs.out, all on `stream`.
-std::pair<DispatchResult, CombineResult> round_trip(Buffer& buffer, Inputs& inputs, int device, int experts,
-                                                    cudaStream_t stream) {
-    DispatchResult dispatched = buffer.dispatch(inputs.dispatch_args(device, experts), stream);
+// combine(y = the dispatch's recv_x) into inputs.out, on `stream`.
+CombineResult combine_into_out(Buffer& buffer, Inputs& inputs, const DispatchResult& dispatched, int device,
+                               cudaStream_t stream) {
     CombineArgs combine;
     combine.y = dispatched.recv_x.view();
     combine.out =
         TensorView::contiguous(inputs.out.data(), DType::kBFloat16, {kTokens, kHidden}, Device::cuda(device));
-    CombineResult combined = buffer.combine(combine, dispatched.handle, stream);
+    return buffer.combine(combine, dispatched.handle, stream);
+}
+
+// dispatch -> combine(y = recv_x) into inputs.out, all on `stream`.
+std::pair<DispatchResult, CombineResult> round_trip(Buffer& buffer, Inputs& inputs, int device, int experts,
+                                                    cudaStream_t stream) {
+    DispatchResult dispatched = buffer.dispatch(inputs.dispatch_args(device, experts), stream);
+    CombineResult combined = combine_into_out(buffer, inputs, dispatched, device, stream);
     return {std::move(dispatched), std::move(combined)};
 }
 
@@ -204,11 +210,7 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
                     });
                     CombineResult combined;
                     timed("combine", iteration, [&] {
-                        CombineArgs combine;
-                        combine.y = dispatched.recv_x.view();
-                        combine.out = TensorView::contiguous(inputs.out.data(), DType::kBFloat16,
-                                                             {kTokens, kHidden}, Device::cuda(env.device));
-                        combined = buffer.combine(combine, dispatched.handle, env.stream);
+                        combined = combine_into_out(buffer, inputs, dispatched, env.device, env.stream);
                     });
                     timed("copy out and synchronize", iteration, [&] {
                         SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
