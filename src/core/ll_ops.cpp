@@ -312,6 +312,9 @@ std::vector<int32_t> Buffer::ll_query_mask() {
     const int R = num_ranks();
     std::vector<int32_t> mask(R, 0);
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    // Wait for queued ops first: a copy into pageable memory that waits behind a kernel holds the
+    // driver's staging buffers, which a co-located rank's own copy may need (design notes §2).
+    SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
     SY_CUDA_CHECK(cudaMemcpyAsync(mask.data(), ll_mask_pointer(impl, R), sizeof(int32_t) * R,
                                   cudaMemcpyDeviceToHost, impl.comm_stream));
     SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));

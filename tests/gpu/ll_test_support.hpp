@@ -162,6 +162,9 @@ template <typename T>
 std::vector<T> download(const void* device, size_t count, cudaStream_t stream) {
     std::vector<T> host(count);
     if (count) {
+        // Drain the stream first, so that this pageable copy never waits behind a kernel that
+        // waits for a co-located peer (while holding the driver's staging buffers).
+        SY_CUDA_OK(cudaStreamSynchronize(stream));
         SY_CUDA_OK(cudaMemcpyAsync(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
         SY_CUDA_OK(cudaStreamSynchronize(stream));
     }

@@ -4,6 +4,7 @@
 // must give x times the number of ranks each token reached, exactly (small integer values).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -84,13 +85,35 @@ struct Inputs {
     DeviceArray<uint16_t> out{size_t(kTokens) * kHidden};
     uint16_t* pinned_x = nullptr;
     int64_t* pinned_idx = nullptr;
+    uint16_t* pinned_out = nullptr;
     Inputs() {
         SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_x), sizeof(uint16_t) * kTokens * kHidden));
         SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_idx), sizeof(int64_t) * kTokens * kTopk));
+        SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_out), sizeof(uint16_t) * kTokens * kHidden));
     }
     ~Inputs() {
         cudaFreeHost(pinned_x);
         cudaFreeHost(pinned_idx);
+        cudaFreeHost(pinned_out);
+    }
+    // Copies `out` to the host after the work queued on `stream`. Through pinned memory: a copy
+    // into pageable memory goes through the driver's staging buffers, and while one rank's copy
+    // waits there for its stream (behind a kernel that waits for a co-located peer), another
+    // rank's pageable copy cannot start: the peer never gets to its next op (design notes §2).
+    // SWITCHYARD_SOAK_PAGEABLE_COPY=1 restores the pageable copy, to reproduce that stall.
+    void copy_out(std::vector<uint16_t>& host, cudaStream_t stream) const {
+        static const bool pageable = [] {
+            const char* value = std::getenv("SWITCHYARD_SOAK_PAGEABLE_COPY");
+            return value && *value == '1';
+        }();
+        if (pageable) {
+            SY_CUDA_OK(cudaMemcpyAsync(host.data(), out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
+            SY_CUDA_OK(cudaStreamSynchronize(stream));
+            return;
+        }
+        SY_CUDA_OK(cudaMemcpyAsync(pinned_out, out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_OK(cudaStreamSynchronize(stream));
+        std::memcpy(host.data(), pinned_out, host.size() * 2);
     }
     void load(const Iteration& it, cudaStream_t stream) {
         SY_CUDA_OK(cudaStreamSynchronize(stream));
@@ -162,10 +185,8 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
                     it = make_iteration(env.rank, rc.ranks, replay);
                     inputs.load(it, env.stream);
                     SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
-                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    inputs.copy_out(out, env.stream);
                     buffer.check_errors();
-                    SY_CUDA_OK(
-                        cudaMemcpy(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost));
                     check_round_trip(it, out, "graph replay", replay);
                 }
                 env.communicator->barrier(std::chrono::seconds(30));
@@ -212,11 +233,7 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
                     timed("combine", iteration, [&] {
                         combined = combine_into_out(buffer, inputs, dispatched, env.device, env.stream);
                     });
-                    timed("copy out and synchronize", iteration, [&] {
-                        SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2,
-                                                   cudaMemcpyDeviceToHost, env.stream));
-                        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-                    });
+                    timed("copy out and synchronize", iteration, [&] { inputs.copy_out(out, env.stream); });
                     timed("release outputs", iteration, [&] {
                         dispatched = DispatchResult();
                         combined = CombineResult();
@@ -271,9 +288,7 @@ SY_TEST(HighThroughputSanitizer, SmallEp2RoundTrip) {
             const Iteration it = make_iteration(env.rank, 2, 50 + iteration);
             inputs.load(it, env.stream);
             auto results = round_trip(buffer, inputs, env.device, 2 * kExpertsPerRank, env.stream);
-            SY_CUDA_OK(cudaMemcpyAsync(out.data(), inputs.out.data(), out.size() * 2, cudaMemcpyDeviceToHost,
-                                       env.stream));
-            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+            inputs.copy_out(out, env.stream);
             buffer.check_errors();  // a recorded error explains wrong data: raise it first
             check_round_trip(it, out, "sanitizer case", iteration);
         }
