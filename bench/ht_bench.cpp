@@ -43,6 +43,7 @@ struct HtOptions {
     int tokens = 4096, hidden = 7168, topk = 8, experts = 256;
     int gpus = 2;
     std::vector<int> sweep = {4, 8, 12, 16, 20, 24, 32};
+    std::vector<bool> fp8_runs = {true, false};  // --dtypes: dispatch payloads to run (fp8, bf16)
     uint64_t seed = 1;
 };
 
@@ -76,6 +77,17 @@ HtOptions parse(int argc, char** argv) {
             for (size_t start = 0; start < list.size();) {
                 const size_t comma = list.find(',', start);
                 options.sweep.push_back(std::stoi(list.substr(start, comma - start)));
+                start = comma == std::string::npos ? list.size() : comma + 1;
+            }
+        } else if (arg == "--dtypes") {
+            options.fp8_runs.clear();
+            const std::string list = next();
+            for (size_t start = 0; start < list.size();) {
+                const size_t comma = list.find(',', start);
+                const std::string name = list.substr(start, comma - start);
+                if (name != "fp8" && name != "bf16")
+                    throw InvalidArgument("ht: --dtypes takes fp8 and/or bf16, got '" + name + "'");
+                options.fp8_runs.push_back(name == "fp8");
                 start = comma == std::string::npos ? list.size() : comma + 1;
             }
         } else
@@ -207,7 +219,7 @@ int run_ht_bench(int argc, char** argv) {
     std::vector<BenchRecord> records;
     std::map<std::pair<bool, int>, double> dispatch_median;  // (fp8, sms) -> us
     std::map<std::pair<bool, int>, double> combine_median;
-    for (bool fp8 : {true, false}) {
+    for (bool fp8 : options.fp8_runs) {
         for (int sms : sms_list) {
             std::vector<std::vector<double>> dispatch_samples(R), combine_samples(R), host_dispatch_us(R),
                 host_combine_us(R);

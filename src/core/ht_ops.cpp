@@ -37,6 +37,15 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     return std::max(1, model_num_sms(input).num_sms);
 }
 
+// Warps of each 16-warp combine block that send rows; the others reduce as the rows arrive.
+// SWITCHYARD_HT_COMBINE_SEND_WARPS overrides the default, for tuning (read at every call).
+int combine_send_warps() {
+    constexpr int kDefault = 8;
+    const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
+    if (!value || !*value) return kDefault;
+    return std::clamp(std::atoi(value), 1, 15);
+}
+
 bool stream_is_capturing(cudaStream_t stream) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     core::cuda_check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
@@ -382,6 +391,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.layout_kind = int32_t(handle->layout);
         combine.mode = rank_major ? 0 : (args.hierarchical ? 2 : 1);
         combine.weighted = args.weighted ? 1 : 0;
+        combine.send_warps = combine_send_warps();
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;
         if (args.row_weights.defined()) {

@@ -89,7 +89,8 @@ struct Inputs {
     Inputs() {
         SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_x), sizeof(uint16_t) * kTokens * kHidden));
         SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_idx), sizeof(int64_t) * kTokens * kTopk));
-        SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_out), sizeof(uint16_t) * kTokens * kHidden));
+        SY_CUDA_OK(
+            cudaMallocHost(reinterpret_cast<void**>(&pinned_out), sizeof(uint16_t) * kTokens * kHidden));
     }
     ~Inputs() {
         cudaFreeHost(pinned_x);
@@ -107,7 +108,8 @@ struct Inputs {
             return value && *value == '1';
         }();
         if (pageable) {
-            SY_CUDA_OK(cudaMemcpyAsync(host.data(), out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
+            SY_CUDA_OK(
+                cudaMemcpyAsync(host.data(), out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
             SY_CUDA_OK(cudaStreamSynchronize(stream));
             return;
         }

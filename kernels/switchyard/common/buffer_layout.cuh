@@ -2,6 +2,8 @@
 // receive regions, low-latency (LL) regions. Sizes follow from the buffer's capacities only, so
 // every rank computes the same layout; these are the published sizing formulas.
 //
+//   workspace:            signals and counters, a few KB, plus for HT 2 * ceil(T_max / 4) * R * 8
+//                         bytes of combine arrival counters (common/workspace_layout.cuh)
 //   HT dispatch receive:  R * T_max * max_dispatch_record           (worst case: every token of
 //                         every source reaches this rank once)
 //   HT combine receive:   K * T_max * combine_record                 (one slot per top-k entry, so
@@ -48,7 +50,8 @@ struct BufferLayout {
     SY_HOST_DEVICE static BufferLayout make(const BufferCapacity& capacity) {
         BufferLayout layout;
         layout.workspace = WorkspaceLayout::make(capacity.num_ranks,
-                                                 int32_t(ceil_div(capacity.max_experts, capacity.num_ranks)));
+                                                 int32_t(ceil_div(capacity.max_experts, capacity.num_ranks)),
+                                                 capacity.high_throughput ? capacity.max_tokens_per_rank : 0);
         int64_t offset = align_up(layout.workspace.total_bytes, kRegionAlignment);
         const int64_t dispatch_record =
             RecordLayout::max_dispatch_bytes(capacity.max_hidden, capacity.max_topk);

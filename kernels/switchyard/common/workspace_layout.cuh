@@ -22,6 +22,10 @@ enum Counter : int32_t {
     kNumCounters = 16,
 };
 
+// Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely
+// and its chunks spread evenly over the reduce warps.
+constexpr int32_t kHtCombineChunkTokens = 4;
+
 struct WorkspaceLayout {
     static constexpr int64_t kAlignment = 128;
 
@@ -39,6 +43,13 @@ struct WorkspaceLayout {
     // Low-latency signals: one area the LL kernels lay out themselves (ll/ll_layout.cuh).
     int64_t ll_signals_offset = 0;
     int64_t ll_signals_bytes = 0;
+    // High-throughput combine arrivals, per chunk of kHtCombineChunkTokens home tokens and source:
+    // [chunks][R] uint64 that sources raise by the rows they wrote here (monotone), and the home's
+    // own tally of the rows it has consumed from each (so a chunk's target is tally + this op's
+    // rows, and nothing is ever re-zeroed).
+    int32_t ht_combine_chunks = 0;
+    int64_t ht_combine_arrivals_offset = 0;
+    int64_t ht_combine_consumed_offset = 0;
     int64_t total_bytes = 0;
 
     // Bytes the LL signal area reserves: per set and source 256 bytes, per peer 256 bytes more.
@@ -46,7 +57,9 @@ struct WorkspaceLayout {
         return align_up(4096 + int64_t(num_ranks) * (2 * 256 + 256), kAlignment);
     }
 
-    SY_HOST_DEVICE static WorkspaceLayout make(int32_t num_ranks, int32_t max_local_experts = 0) {
+    // `max_tokens`: HT T_max (0 without high-throughput ops: no combine arrival counters).
+    SY_HOST_DEVICE static WorkspaceLayout make(int32_t num_ranks, int32_t max_local_experts = 0,
+                                               int32_t max_tokens = 0) {
         WorkspaceLayout layout;
         layout.num_ranks = num_ranks;
         layout.max_local_experts = max_local_experts;
@@ -73,6 +86,13 @@ struct WorkspaceLayout {
         layout.ll_signals_offset = offset;
         layout.ll_signals_bytes = ll_signal_bytes_for(num_ranks);
         offset += layout.ll_signals_bytes;
+        layout.ht_combine_chunks = int32_t(ceil_div(max_tokens, kHtCombineChunkTokens));
+        const int64_t chunk_counters =
+            align_up(int64_t(layout.ht_combine_chunks) * num_ranks * 8, kAlignment);
+        layout.ht_combine_arrivals_offset = offset;
+        offset += chunk_counters;
+        layout.ht_combine_consumed_offset = offset;
+        offset += chunk_counters;
         layout.total_bytes = align_up(offset, 4096);
         return layout;
     }
@@ -99,6 +119,15 @@ struct WorkspaceLayout {
         return reinterpret_cast<uint64_t*>(base + ht_combine_done_offset);
     }
     SY_HOST_DEVICE uint8_t* ll_signals(uint8_t* base) const { return base + ll_signals_offset; }
+    // Counter of (chunk, source) in the [chunks][R] arrays.
+    SY_HOST_DEVICE uint64_t* ht_combine_arrival(uint8_t* base, int32_t chunk, int32_t source) const {
+        return reinterpret_cast<uint64_t*>(base + ht_combine_arrivals_offset) + int64_t(chunk) * num_ranks +
+               source;
+    }
+    SY_HOST_DEVICE uint64_t* ht_combine_consumed(uint8_t* base, int32_t chunk, int32_t source) const {
+        return reinterpret_cast<uint64_t*>(base + ht_combine_consumed_offset) + int64_t(chunk) * num_ranks +
+               source;
+    }
 };
 
 }  // namespace switchyard::device

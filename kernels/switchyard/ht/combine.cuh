@@ -1,16 +1,20 @@
-// High-throughput combine, direct topology. One kernel, roles in order:
+// High-throughput combine, direct topology. One kernel; each block's warps split into senders and
+// reducers, so the home reduces tokens while the rows of later tokens are still crossing:
 //
 //  enter          tell every peer this rank entered the combine (its combine region is free to
 //                 be written) and wait until every peer has;
-//  send_rows      each warp takes received rows and writes them back to the token's home rank,
-//                 into slot (rank ordinal | top-k index) x token of the home's combine region
-//                 (rank-major rows whose home is this rank stay where they are, in y):
-//                 rank-major rows as they are, expert-major rows per k (flat) or reduced over this
-//                 rank's k first and rounded to bf16 once (hierarchical);
-//  finish         the last block tells every home this rank's rows are complete;
-//  reduce_home    once every peer is complete, each warp reduces whole tokens in fp32 in the fixed
-//                 order (biases, then slots ascending), rounds to bf16 once, and picks each k's
-//                 weight from its owner's record (combined_topk_weights).
+//  send_rows      (sender warps) each warp takes received rows and writes them back to the
+//                 token's home rank, into slot (rank ordinal | top-k index) x token of the home's
+//                 combine region (rank-major rows whose home is this rank stay where they are, in
+//                 y): rank-major rows as they are, expert-major rows per k (flat) or reduced over
+//                 this rank's k first and rounded to bf16 once (hierarchical); after each row it
+//                 raises the home's arrival counter of (the token's chunk, this rank);
+//  reduce_home    (reducer warps) chunk by chunk of kHtCombineChunkTokens home tokens, in the
+//                 order the rows arrive: wait until every source's rows of the chunk are in (the
+//                 home knows how many from its dispatch handle), then reduce each token in fp32
+//                 in the fixed order (biases, then slots ascending), round to bf16 once, and pick
+//                 each k's weight from its owner's record (combined_topk_weights);
+//  finish         the last block advances the op sequence and tells every peer it is done.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -65,11 +69,11 @@ SY_DEVICE void copy_row_to(const HtCombineArgs& args, uint8_t* destination, cons
     }
 }
 
-// send_rows for one rank-major row `row` received from home rank `home`.
-SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
+// send_rows for one rank-major row `row` received from home rank `home`, token `token` there.
+// Returns the number of records written (the home's arrival count for them).
+SY_DEVICE int send_row(const HtCombineArgs& args, int64_t row, int home, int token) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
-    const int token = args.row_src_token[row];
     uint8_t* home_base = c.peer_bases[home];
     if (args.mode == 0) {
         uint8_t* destination = combine_record(args, home_base, args.row_combine_slot[row], token);
@@ -77,9 +81,10 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
         float* meta = reinterpret_cast<float*>(destination + args.record.meta_offset);
         if (int(lane) < c.topk)
             meta[lane] = args.row_weights ? args.row_weights[row * args.row_weights_stride + lane] : 0.0f;
-        return;
+        return 1;
     }
     if (args.mode == 1) {
+        int written = 0;
         for (int k = 0; k < c.topk; ++k) {
             const int32_t expert_row = args.row_expert_row[row * c.topk + k];
             if (expert_row < 0) continue;
@@ -90,8 +95,9 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
                 meta[lane] = (int(lane) == k && args.row_weights)
                                  ? args.row_weights[int64_t(expert_row) * args.row_weights_stride]
                                  : 0.0f;
+            ++written;
         }
-        return;
+        return written;
     }
     // Hierarchical: reduce this rank's rows of the token (k ascending) in fp32, round once.
     uint8_t* destination = combine_record(args, home_base, args.row_combine_slot[row], token);
@@ -117,6 +123,62 @@ SY_DEVICE void send_row(const HtCombineArgs& args, int64_t row, int home) {
                          ? args.row_weights[int64_t(expert_row) * args.row_weights_stride]
                          : 0.0f;
     }
+    return 1;
+}
+
+// After a warp's records for home `home`'s token `token`: make them visible system-wide, then
+// raise the home's arrival counter of (the token's chunk, this rank) by `written`.
+SY_DEVICE void signal_arrival(const HtCommon& c, int home, int token, int written) {
+    // Every lane fences its own stores; lane 0's fence after the warp barrier then covers them
+    // all (a fence is cumulative only over writes its thread has observed).
+    ptx::fence_acq_rel_sys();
+    __syncwarp();
+    if (ptx::lane_id() == 0 && written > 0) {
+        ptx::fence_acq_rel_sys();
+        ptx::red_add_release_sys(
+            c.layout.workspace.ht_combine_arrival(c.peer_bases[home], token / kHtCombineChunkTokens, c.rank),
+            uint64_t(written));
+    }
+}
+
+// Records that source `source` writes to this home for token `token` in this op.
+SY_DEVICE uint32_t records_expected(const HtCombineArgs& args, int token, int source) {
+    const HtCommon& c = args.common;
+    if (args.mode == 1) {
+        uint32_t count = 0;
+        for (int k = 0; k < c.topk; ++k) {
+            const int32_t expert = args.topk_idx[int64_t(token) * c.topk + k];
+            count += expert >= 0 && expert / c.local_experts == source;
+        }
+        return count;
+    }
+    const bool routed = args.token_rank_slot[int64_t(token) * c.num_ranks + source] >= 0;
+    // Rank-major rows of this rank's own tokens stay in y (reads_own_rows).
+    return routed && !(args.mode == 0 && source == c.rank) ? 1u : 0u;
+}
+
+// Waits (one warp) until every source's records of home chunk `chunk` have arrived, and adds
+// them to the home's consumed tally. False when a wait failed (the error is recorded).
+SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
+    const HtCommon& c = args.common;
+    const int first = chunk * kHtCombineChunkTokens;
+    const int last = min(first + kHtCombineChunkTokens, c.num_tokens);
+    bool ok = true;
+    for (int source = int(ptx::lane_id()); source < c.num_ranks; source += 32) {
+        uint32_t expected = 0;
+        for (int token = first; token < last; ++token) expected += records_expected(args, token, source);
+        if (expected == 0) continue;
+        uint64_t* consumed = c.layout.workspace.ht_combine_consumed(c.local_base, chunk, source);
+        const uint64_t target = *consumed + expected;
+        // Lock-step: more than this op's records would mean the sequences diverged.
+        if (wait_for_sequence(c.layout.workspace.ht_combine_arrival(c.local_base, chunk, source), target,
+                              c.diagnostics, kPhaseHtCombine, source))
+            *consumed = target;
+        else
+            ok = false;
+    }
+    __syncwarp();  // the acquiring lanes' view of the records now orders the whole warp's reads
+    return __all_sync(0xffffffffu, ok);
 }
 
 // Rank-major combine does not copy a home's own rows to itself: the home reads them from y (row
@@ -241,8 +303,10 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     const uint64_t sequence = counters[kCounterHt] + 1;
     const int num_warps = blockDim.x / 32;
-    const int64_t global_warp = int64_t(blockIdx.x) * num_warps + threadIdx.x / 32;
-    const int64_t total_warps = int64_t(gridDim.x) * num_warps;
+    const int warp = threadIdx.x / 32;
+    // Warps [0, send_warps) send, the others reduce.
+    const int send_warps = min(max(args.send_warps, 1), num_warps - 1);
+    const int reduce_warps = num_warps - send_warps;
     __shared__ int ok;
 
     // enter
@@ -258,39 +322,45 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ok = 0;
     __syncthreads();
 
-    // send_rows (the per-source row offsets are read once per block, into shared memory)
+    // The per-source row offsets are read once per block, into shared memory.
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
     __shared__ int32_t row_offsets[kHtMaxRanks + 1];
     for (int s = threadIdx.x; s <= c.num_ranks; s += blockDim.x)
         row_offsets[s] = args.recv_info[info.row_offsets() + s];
     __syncthreads();
-    if (ok) {
+    if (ok && warp < send_warps) {
+        // send_rows: consecutive items go to different warps, so rows leave in home-token order
+        // and the homes' chunks complete one after another.
+        const int64_t sender = int64_t(blockIdx.x) * send_warps + warp;
+        const int64_t senders = int64_t(gridDim.x) * send_warps;
         const int32_t rows = row_offsets[c.num_ranks];
         // Rows whose home is this rank stay in y when the home reads them there.
         const bool skip_own = ht_detail::reads_own_rows(args);
         const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
         const int64_t sent_rows = rows - (skip_own ? own_last - own_first : 0);
-        for (int64_t item = global_warp; item < sent_rows; item += total_warps) {
+        for (int64_t item = sender; item < sent_rows; item += senders) {
             const int64_t row = skip_own && item >= own_first ? item + (own_last - own_first) : item;
             int home = 0;
             while (home + 1 < c.num_ranks && row_offsets[home + 1] <= row) ++home;
-            ht_detail::send_row(args, row, home);
+            const int token = args.row_src_token[row];
+            const int written = ht_detail::send_row(args, row, home, token);
+            ht_detail::signal_arrival(c, home, token, written);
+        }
+    } else if (ok) {
+        // reduce_home: chunks in arrival order, spread over every block's reducer warps.
+        const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps);
+        const int reducers = int(gridDim.x) * reduce_warps;
+        const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
+        for (int chunk = reducer; chunk < chunks; chunk += reducers) {
+            if (!ht_detail::wait_for_chunk(args, chunk)) break;
+            const int last = min((chunk + 1) * kHtCombineChunkTokens, c.num_tokens);
+            for (int token = chunk * kHtCombineChunkTokens; token < last; ++token)
+                ht_detail::reduce_token(args, token, row_offsets[c.rank]);
         }
     }
 
-    // finish
+    // finish (peers do not wait for this signal: the arrival counters carry the data's completion)
     ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_combine_done_offset, sequence);
-
-    // reduce_home
-    if (!ok) return;
-    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
-        if (!wait_for_sequence(c.layout.workspace.ht_combine_done(c.local_base) + peer, sequence,
-                               c.diagnostics, kPhaseHtCombine, peer))
-            ok = 0;
-    __syncthreads();
-    if (!ok) return;
-    for (int64_t token = global_warp; token < c.num_tokens; token += total_warps)
-        ht_detail::reduce_token(args, int(token), row_offsets[c.rank]);
 }
 
 #endif
