@@ -126,14 +126,18 @@ SY_DEVICE int send_row(const HtCombineArgs& args, int64_t row, int home, int tok
     return 1;
 }
 
-// After a warp's records for home `home`'s token `token`: make them visible system-wide, then
-// raise the home's arrival counter of (the token's chunk, this rank) by `written`.
-SY_DEVICE void signal_arrival(const HtCommon& c, int home, int token, int written) {
-    // Every lane fences its own stores; lane 0's fence after the warp barrier then covers them
-    // all (a fence is cumulative only over writes its thread has observed).
+// Rows a sender warp writes before it signals them: the system-scope fence that makes a warp's
+// rows visible waits for all of its outstanding stores to peers, so it is paid once per group.
+constexpr int kSendGroup = 4;
+
+// After a warp's group of rows: make them visible system-wide, then raise each home's arrival
+// counter of (the row's token chunk, this rank) by the records written (lane j: row j).
+SY_DEVICE void signal_arrivals(const HtCommon& c, int home, int token, int written) {
+    // Every lane fences its own stores; the signalling lanes' fences after the warp barrier then
+    // cover them all (a fence is cumulative only over writes its thread has observed).
     ptx::fence_acq_rel_sys();
     __syncwarp();
-    if (ptx::lane_id() == 0 && written > 0) {
+    if (int(ptx::lane_id()) < kSendGroup && written > 0) {
         ptx::fence_acq_rel_sys();
         ptx::red_add_release_sys(
             c.layout.workspace.ht_combine_arrival(c.peer_bases[home], token / kHtCombineChunkTokens, c.rank),
@@ -166,7 +170,9 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
     bool ok = true;
     for (int source = int(ptx::lane_id()); source < c.num_ranks; source += 32) {
         uint32_t expected = 0;
-        for (int token = first; token < last; ++token) expected += records_expected(args, token, source);
+#pragma unroll
+        for (int i = 0; i < kHtCombineChunkTokens; ++i)  // independent loads, one latency
+            expected += first + i < last ? records_expected(args, first + i, source) : 0u;
         if (expected == 0) continue;
         uint64_t* consumed = c.layout.workspace.ht_combine_consumed(c.local_base, chunk, source);
         const uint64_t target = *consumed + expected;
@@ -181,38 +187,13 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
     return __all_sync(0xffffffffu, ok);
 }
 
-// Rank-major combine does not copy a home's own rows to itself: the home reads them from y (row
-// self_first_row + the token's slot at this rank), which halves the rows moved at EP2.
-SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
-    return args.mode == 0;
-}
-
-// reduce_home for one home token; `self_first_row` is the first rank-major row from this rank.
-SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int32_t self_first_row) {
+// The general sum of one home token (any biases and slots, weights for flat expert-major):
+// four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
+// per channel the order stays bias0, bias1, slots ascending.
+template <typename SlotPayload>
+SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, SlotPayload slot_payload) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
-    int num_slots = 0;
-    int self_slot = -1;     // reads_own_rows: the slot that is this rank's own row
-    int64_t self_row = -1;  // and that row of y
-    if (args.mode == 1) {
-        num_slots = c.topk;
-    } else {
-        for (int q = 0; q < c.num_ranks; ++q) {
-            const int32_t slot = args.token_rank_slot[int64_t(token) * c.num_ranks + q];
-            if (slot < 0) continue;
-            if (q == c.rank && reads_own_rows(args)) {
-                self_slot = num_slots;
-                self_row = int64_t(self_first_row) + slot;
-            }
-            ++num_slots;
-        }
-    }
-    auto slot_payload = [&](int slot) -> const uint8_t* {
-        return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
-                                 : combine_record(args, c.local_base, slot, token);
-    };
-    // Four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
-    // per channel the order stays bias0, bias1, slots ascending.
     constexpr int kChunks = 4;
     for (int group = int(lane) * 8; group < c.hidden; group += 256 * kChunks) {
         float acc[kChunks][8];
@@ -274,6 +255,82 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int32_t self_f
                     pack8(acc[u]);
         }
     }
+}
+
+// The common case of rank-major combine at small EP: at most two rows and no bias, unweighted.
+// With no accumulator carried across slots, seven 16-byte loads per row and lane are in flight
+// at once (7 KB per row and warp). Sums as the general path does: (0 + a) + b in fp32.
+SY_DEVICE void sum_two_rows(const HtCombineArgs& args, int token, const uint8_t* a, const uint8_t* b) {
+    const HtCommon& c = args.common;
+    constexpr int kWide = 7;
+    for (int group = int(ptx::lane_id()) * 8; group < c.hidden; group += 256 * kWide) {
+        uint4 ra[kWide], rb[kWide];
+#pragma unroll
+        for (int u = 0; u < kWide; ++u) {
+            const int channel = group + u * 256;
+            const bool inside = channel < c.hidden;
+            ra[u] = inside && a ? *reinterpret_cast<const uint4*>(a + int64_t(channel) * 2)
+                                : make_uint4(0, 0, 0, 0);
+            rb[u] = inside && b ? *reinterpret_cast<const uint4*>(b + int64_t(channel) * 2)
+                                : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kWide; ++u) {
+            const int channel = group + u * 256;
+            if (channel >= c.hidden) continue;
+            float va[8], vb[8], sum[8];
+            unpack8(ra[u], va);
+            unpack8(rb[u], vb);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                sum[i] = 0.0f;
+                if (a) sum[i] += va[i];
+                if (b) sum[i] += vb[i];
+            }
+            *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) = pack8(sum);
+        }
+    }
+}
+
+// Rank-major combine does not copy a home's own rows to itself: the home reads them from y (row
+// self_first_row + the token's slot at this rank), which halves the rows moved at EP2.
+SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
+    return args.mode == 0;
+}
+
+// reduce_home for one home token; `self_first_row` is the first rank-major row from this rank.
+SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int32_t self_first_row) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    int num_slots = 0;
+    int self_slot = -1;     // reads_own_rows: the slot that is this rank's own row
+    int64_t self_row = -1;  // and that row of y
+    if (args.mode == 1) {
+        num_slots = c.topk;
+    } else {
+        // Lane q of each 32-rank group loads the token's slot at rank q (one load latency).
+        for (int group = 0; group < c.num_ranks; group += 32) {
+            const int q = group + int(lane);
+            const int32_t slot =
+                q < c.num_ranks ? args.token_rank_slot[int64_t(token) * c.num_ranks + q] : -1;
+            const uint32_t routed = __ballot_sync(0xffffffffu, slot >= 0);
+            const int own = c.rank - group;
+            if (own >= 0 && own < 32 && ((routed >> own) & 1u) && reads_own_rows(args)) {
+                self_slot = num_slots + __popc(routed & ((1u << own) - 1u));
+                self_row = int64_t(self_first_row) + __shfl_sync(0xffffffffu, slot, own);
+            }
+            num_slots += __popc(routed);
+        }
+    }
+    auto slot_payload = [&](int slot) -> const uint8_t* {
+        return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
+                                 : combine_record(args, c.local_base, slot, token);
+    };
+    if (args.mode != 1 && !args.bias0 && !args.bias1 && num_slots <= 2)
+        sum_two_rows(args, token, num_slots > 0 ? slot_payload(0) : nullptr,
+                     num_slots > 1 ? slot_payload(1) : nullptr);
+    else
+        sum_slots(args, token, num_slots, slot_payload);
     if (args.combined_weights && int(lane) < c.topk) {
         const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];
         float weight = 0.0f;
@@ -338,13 +395,27 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const bool skip_own = ht_detail::reads_own_rows(args);
         const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
         const int64_t sent_rows = rows - (skip_own ? own_last - own_first : 0);
-        for (int64_t item = sender; item < sent_rows; item += senders) {
-            const int64_t row = skip_own && item >= own_first ? item + (own_last - own_first) : item;
-            int home = 0;
-            while (home + 1 < c.num_ranks && row_offsets[home + 1] <= row) ++home;
-            const int token = args.row_src_token[row];
-            const int written = ht_detail::send_row(args, row, home, token);
-            ht_detail::signal_arrival(c, home, token, written);
+        // Groups of kSendGroup rows, item + j * senders: lane j finds row j's home and token (so
+        // their loads overlap), the warp sends the rows, then signals them together.
+        for (int64_t base = sender; base < sent_rows; base += senders * ht_detail::kSendGroup) {
+            const int64_t my_item = base + int64_t(ptx::lane_id()) * senders;
+            int64_t my_row = -1;
+            int my_home = 0, my_token = 0;
+            if (int(ptx::lane_id()) < ht_detail::kSendGroup && my_item < sent_rows) {
+                my_row = skip_own && my_item >= own_first ? my_item + (own_last - own_first) : my_item;
+                while (my_home + 1 < c.num_ranks && row_offsets[my_home + 1] <= my_row) ++my_home;
+                my_token = args.row_src_token[my_row];
+            }
+            int my_written = 0;
+#pragma unroll
+            for (int j = 0; j < ht_detail::kSendGroup; ++j) {
+                const int64_t row = __shfl_sync(0xffffffffu, my_row, j);
+                if (row < 0) break;
+                const int written = ht_detail::send_row(args, row, __shfl_sync(0xffffffffu, my_home, j),
+                                                        __shfl_sync(0xffffffffu, my_token, j));
+                if (int(ptx::lane_id()) == j) my_written = written;
+            }
+            ht_detail::signal_arrivals(c, my_home, my_token, my_written);
         }
     } else if (ok) {
         // reduce_home: chunks in arrival order, spread over every block's reducer warps.
