@@ -44,6 +44,7 @@ struct HtOptions {
     int gpus = 2;
     std::vector<int> sweep = {4, 8, 12, 16, 20, 24, 32};
     std::vector<bool> fp8_runs = {true, false};  // --dtypes: dispatch payloads to run (fp8, bf16)
+    bool caller_stream = false;                  // --caller-stream: BufferConfig::launch_on_caller_stream
     uint64_t seed = 1;
 };
 
@@ -55,7 +56,9 @@ HtOptions parse(int argc, char** argv) {
             if (i + 1 >= argc) throw InvalidArgument("missing value after " + arg);
             return argv[++i];
         };
-        if (arg == "--out")
+        if (arg == "--caller-stream")
+            options.caller_stream = true;
+        else if (arg == "--out")
             options.out = next();
         else if (arg == "--iters")
             options.iters = std::stoi(next());
@@ -156,6 +159,7 @@ int run_ht_bench(int argc, char** argv) {
     config.max_topk = K;
     config.max_experts = E;
     config.timeout_seconds = 30;
+    config.launch_on_caller_stream = options.caller_stream;
     auto for_all_ranks = [&](const std::function<void(RankState&)>& body) {
         std::vector<std::thread> threads;
         std::vector<std::string> errors(R);
@@ -347,6 +351,7 @@ int run_ht_bench(int argc, char** argv) {
                     "host_us_median",
                     JsonValue(summarize(op == 0 ? host_dispatch_us[0] : host_combine_us[0]).median));
                 record.extra.emplace_back("count_mode", JsonValue(std::string("device")));
+                record.extra.emplace_back("launch_on_caller_stream", JsonValue(options.caller_stream));
                 record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model.num_sms)));
                 record.extra.emplace_back("is_model_choice", JsonValue(sms == model.num_sms));
                 record.extra.emplace_back("peer_bound_bidirectional_gbps",

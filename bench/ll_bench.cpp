@@ -39,6 +39,7 @@ struct LlOptions {
     int ranks = 0;  // 0 = one per GPU (at least 2 when one GPU)
     int gpus = 2;
     uint64_t seed = 1;
+    bool caller_stream = false;  // --caller-stream: BufferConfig::launch_on_caller_stream
 };
 
 bool parse(int argc, char** argv, LlOptions& options) {
@@ -53,7 +54,9 @@ bool parse(int argc, char** argv, LlOptions& options) {
         };
         const char* v = nullptr;
         if (arg == "ll") continue;
-        if (arg == "--out") {
+        if (arg == "--caller-stream") {
+            options.caller_stream = true;
+        } else if (arg == "--out") {
             if (!(v = value("--out"))) return false;
             options.out = v;
         } else if (arg == "--iters" || arg == "--warmup" || arg == "--tokens" || arg == "--hidden" ||
@@ -129,6 +132,7 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                 config.max_hidden = options.hidden;
                 config.max_topk = options.topk;
                 config.max_experts = options.experts;
+                config.launch_on_caller_stream = options.caller_stream;
                 Buffer buffer(communicators[rank], device, config);
 
                 // Inputs: random bf16 activations, uniform routing, weights; y = expert outputs.
@@ -330,6 +334,7 @@ BenchRecord make_record(const LlOptions& options, const RunInfo& run, int ranks,
     record.stamp(run);
     record.extra.push_back({"phase", JsonValue(phase)});
     record.extra.push_back({"hook", JsonValue(mode.hook)});
+    record.extra.push_back({"launch_on_caller_stream", JsonValue(options.caller_stream)});
     return record;
 }
 

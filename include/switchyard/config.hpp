@@ -41,6 +41,13 @@ struct BufferConfig {
     bool ll_mask_unresponsive_ranks = false;
     // Low latency: reserve a send area for zero-copy combine input ([L, R*T_ll, H] bf16).
     bool ll_zero_copy_combine = false;
+
+    // Launch every op straight on the caller's stream instead of on the buffer's communication
+    // stream. Saves the two cross-stream event waits per op (a few microseconds each on the GPU,
+    // measured in docs/design-notes.md §3), at the cost of the overlap the separate stream gives
+    // (the caller's next work waits for the op either way). Buffer::synchronize() then waits for
+    // the stream of the latest op as well.
+    bool launch_on_caller_stream = false;
 };
 
 // "max_tokens_per_rank=4096, max_hidden=7168, ..." for logs and error messages.

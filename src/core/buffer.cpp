@@ -174,6 +174,7 @@ Buffer::~Buffer() {
     Impl& impl = *impl_;
     cudaSetDevice(impl.device);
     if (impl.comm_stream) cudaStreamSynchronize(impl.comm_stream);
+    if (impl.comm_done && impl.config.launch_on_caller_stream) cudaEventSynchronize(impl.comm_done);
     // Peers may still write into this memory until they are done with their last operation: wait
     // for them, but never hang in a destructor (a dead peer must not block teardown).
     try {
@@ -226,7 +227,7 @@ size_t Buffer::data_offset() const {
 }
 
 void Buffer::barrier(cudaStream_t stream) {
-    impl_->run_ordered(stream, [&] { launch::launch_barrier(impl_->context()); });
+    impl_->run_ordered(stream, [&] { launch::launch_barrier(impl_->context(stream)); });
 }
 
 void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, const DispatchLayoutViews& out,
@@ -284,7 +285,7 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     args.token_rank_slot = out.token_rank_slot.ptr_as<int32_t>();
     args.token_expert_pos = out.token_expert_pos.defined() ? out.token_expert_pos.ptr_as<int32_t>() : nullptr;
     impl.run_ordered(stream, [&] {
-        launch::launch_dispatch_layout(impl.context(), args, topk_idx.dtype == DType::kInt64);
+        launch::launch_dispatch_layout(impl.context(stream), args, topk_idx.dtype == DType::kInt64);
     });
 }
 
@@ -294,14 +295,14 @@ void Buffer::check_errors() const {
 
 void Buffer::synchronize() {
     SY_CUDA_CHECK(cudaSetDevice(impl_->device));
-    SY_CUDA_CHECK(cudaStreamSynchronize(impl_->comm_stream));
+    impl_->drain();
     check_errors();
 }
 
 void Buffer::reset() {
     Impl& impl = *impl_;
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
-    SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+    impl.drain();
     impl.communicator->barrier(impl.recovery_timeout());
     SY_CUDA_CHECK(
         cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));

@@ -34,7 +34,7 @@ struct Buffer::Impl {
     int64_t layout_scratch_ints = 0;
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
-    cudaEvent_t comm_done = nullptr;     // recorded on the comm stream
+    cudaEvent_t comm_done = nullptr;     // recorded after each op (on the stream it ran on)
     int sm_budget = 1;
     int device_sms = 1;
     // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
@@ -46,10 +46,23 @@ struct Buffer::Impl {
     // timeout) before it reaches the host, so give it that long plus slack.
     std::chrono::milliseconds recovery_timeout() const { return timeout() * 2 + std::chrono::seconds(10); }
 
-    launch::LaunchContext context() const {
+    // The stream an op called on `caller` runs on (allocations and launches).
+    cudaStream_t op_stream(cudaStream_t caller) const {
+        return config.launch_on_caller_stream ? caller : comm_stream;
+    }
+
+    // Waits for every op this buffer has issued: the comm stream, and with ops on the callers'
+    // streams the latest op (its completion event: the stream itself may be gone by now).
+    void drain() const {
+        core::cuda_check(cudaStreamSynchronize(comm_stream), "cudaStreamSynchronize (comm stream)");
+        if (config.launch_on_caller_stream)
+            core::cuda_check(cudaEventSynchronize(comm_done), "cudaEventSynchronize (latest op)");
+    }
+
+    launch::LaunchContext context(cudaStream_t caller) const {
         launch::LaunchContext context;
         context.device = device;
-        context.stream = comm_stream;
+        context.stream = op_stream(caller);
         context.rank = communicator->rank();
         context.num_ranks = communicator->size();
         context.local_base = memory->local();
@@ -67,11 +80,17 @@ struct Buffer::Impl {
     }
 
     // Runs `body` on the comm stream after the caller's stream, then makes the caller's stream
-    // wait for it (synchronous mode). A recorded error is raised before anything is launched.
+    // wait for it (synchronous mode); with launch_on_caller_stream, on the caller's stream itself.
+    // A recorded error is raised before anything is launched.
     template <typename Body>
     void run_ordered(cudaStream_t caller, Body&& body) {
         errors->throw_if_error(config.timeout_seconds);
         SY_CUDA_CHECK(cudaSetDevice(device));
+        if (config.launch_on_caller_stream) {
+            body();
+            SY_CUDA_CHECK(cudaEventRecord(comm_done, caller));  // for drain(): no wait is enqueued
+            return;
+        }
         SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
         SY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, caller_ready, 0));
         body();

@@ -13,7 +13,8 @@ std::string describe(const BufferConfig& config) {
         << ", low_latency=" << (config.enable_low_latency ? "on" : "off")
         << ", ll_max_tokens_per_rank=" << config.ll_max_tokens_per_rank
         << ", timeout_seconds=" << config.timeout_seconds << ", emulated_nodes=" << config.emulated_nodes
-        << ", num_sms=" << config.num_sms;
+        << ", num_sms=" << config.num_sms
+        << ", launch_on_caller_stream=" << (config.launch_on_caller_stream ? "on" : "off");
     return out.str();
 }
 

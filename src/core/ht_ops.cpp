@@ -140,7 +140,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
     const int32_t T = int32_t(checked.x.shape[0]), H = int32_t(checked.x.shape[1]);
     const int32_t K = int32_t(checked.topk_idx.shape[1]), E = checked.num_experts, L = E / R;
     const DispatchPlan plan = plan_dispatch(impl, checked, K);
-    cudaStream_t comm = impl.comm_stream;
+    const cudaStream_t comm = impl.op_stream(stream);
 
     auto handle = std::make_shared<DispatchHandle>();
     handle->num_tokens = T;
@@ -162,7 +162,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
     DispatchResult result;
 
     impl.run_ordered(stream, [&] {
-        const launch::LaunchContext context = impl.context();
+        const launch::LaunchContext context = impl.context(stream);
         if (cached) {
             handle->token_rank_slot = cached->token_rank_slot;
             handle->token_expert_pos = cached->token_expert_pos;
@@ -370,10 +370,10 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
             "switchyard: weighted hierarchical combine applies the dispatch's weights, and the "
             "dispatch had none");
     const int32_t T = handle->num_tokens, H = handle->hidden, K = handle->topk;
-    cudaStream_t comm = impl.comm_stream;
+    const cudaStream_t comm = impl.op_stream(stream);
     CombineResult result;
     impl.run_ordered(stream, [&] {
-        const launch::LaunchContext context = impl.context();
+        const launch::LaunchContext context = impl.context(stream);
         result.out = args.out.defined() ? DeviceTensor::borrow(args.out)
                                         : impl.outputs->allocate(DType::kBFloat16, {T, H}, comm);
         if (args.row_weights.defined())

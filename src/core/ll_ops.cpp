@@ -152,15 +152,15 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     shape.index_is_int64 = handle->index_is_int64;
     shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
 
-    const launch::LaunchContext context = impl.context();
+    const launch::LaunchContext context = impl.context(stream);
     dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
     const int blocks = launch::ll_num_blocks(context, config.num_sms);
 
     LowLatencyDispatchResult result;
     impl.run_ordered(stream, [&] {
-        // Allocated on the comm stream after it joined the caller's stream (inside a capture they
+        // Allocated on the op's stream once it follows the caller's stream (inside a capture they
         // become graph allocation nodes).
-        const cudaStream_t comm = impl.comm_stream;
+        const cudaStream_t comm = impl.op_stream(stream);
         result.recv_x =
             impl.outputs->allocate(args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16, {L, rows, H}, comm);
         handle->recv_count = impl.outputs->allocate(DType::kInt32, {L}, comm);
@@ -189,7 +189,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, handle,
                           recv_x = result.recv_x] {
             impl_pointer->run_ordered(stream, [&] {
-                launch::launch_ll_dispatch(impl_pointer->context(), dispatch, receive_shape, blocks);
+                launch::launch_ll_dispatch(impl_pointer->context(stream), dispatch, receive_shape, blocks);
             });
         };
     }
@@ -258,14 +258,15 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
     shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
 
-    const launch::LaunchContext context = impl.context();
+    const launch::LaunchContext context = impl.context(stream);
     combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
     const int blocks = launch::ll_num_blocks(context, config.num_sms);
 
     LowLatencyCombineResult result;
     impl.run_ordered(stream, [&] {
-        result.out = args.out.defined() ? DeviceTensor::borrow(args.out)
-                                        : impl.outputs->allocate(DType::kBFloat16, {T, H}, impl.comm_stream);
+        result.out = args.out.defined()
+                         ? DeviceTensor::borrow(args.out)
+                         : impl.outputs->allocate(DType::kBFloat16, {T, H}, impl.op_stream(stream));
         combine.out = result.out.view().ptr();
         combine.out_row_stride = result.out.view().ndim == 2 && T > 0 ? result.out.view().strides[0] : H;
         launch::launch_ll_combine(context, combine, shape, blocks);
@@ -277,7 +278,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
         receive_shape.phases = device::kLlRecvHalf;
         result.receive = [impl_pointer, combine, receive_shape, blocks, stream, handle, out = result.out] {
             impl_pointer->run_ordered(stream, [&] {
-                launch::launch_ll_combine(impl_pointer->context(), combine, receive_shape, blocks);
+                launch::launch_ll_combine(impl_pointer->context(stream), combine, receive_shape, blocks);
             });
         };
     }
@@ -314,7 +315,7 @@ std::vector<int32_t> Buffer::ll_query_mask() {
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     // Wait for queued ops first: a copy into pageable memory that waits behind a kernel holds the
     // driver's staging buffers, which a co-located rank's own copy may need (design notes §2).
-    SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+    impl.drain();
     SY_CUDA_CHECK(cudaMemcpyAsync(mask.data(), ll_mask_pointer(impl, R), sizeof(int32_t) * R,
                                   cudaMemcpyDeviceToHost, impl.comm_stream));
     SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
@@ -330,17 +331,22 @@ void Buffer::ll_set_mask(int rank, bool masked) {
         fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(R) + ")");
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     uint32_t* word = ll_mask_pointer(impl, R) + rank;
+    // After the ops issued so far: on the comm stream, or (ops on callers' streams) after a drain.
+    if (impl.config.launch_on_caller_stream) impl.drain();
     SY_CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(uint32_t), impl.comm_stream));
     if (masked)
         SY_CUDA_CHECK(cudaMemsetAsync(word, 1, 1, impl.comm_stream));  // little endian: the word reads 1
+    if (impl.config.launch_on_caller_stream) SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
 }
 
 void Buffer::ll_clear_mask() {
     Impl& impl = *impl_;
     require_low_latency(impl.config, "ll_clear_mask");
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    if (impl.config.launch_on_caller_stream) impl.drain();
     SY_CUDA_CHECK(cudaMemsetAsync(ll_mask_pointer(impl, num_ranks()), 0, sizeof(uint32_t) * num_ranks(),
                                   impl.comm_stream));
+    if (impl.config.launch_on_caller_stream) SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
 }
 
 }  // namespace switchyard

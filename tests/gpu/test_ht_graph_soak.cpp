@@ -21,8 +21,9 @@ namespace {
 
 constexpr int kTokens = 32, kHidden = 128, kTopk = 4, kExpertsPerRank = 4;
 
-BufferConfig soak_config() {
+BufferConfig soak_config(bool caller_stream = false) {
     BufferConfig config;
+    config.launch_on_caller_stream = caller_stream;
     config.max_tokens_per_rank = kTokens;
     config.max_hidden = kHidden;
     config.max_topk = kTopk;
@@ -156,49 +157,52 @@ std::pair<DispatchResult, CombineResult> round_trip(Buffer& buffer, Inputs& inpu
 
 }  // namespace
 
+// Both stream modes: ops on the buffer's communication stream (default) and on the caller's.
 SY_TEST(HighThroughputGraph, CaptureAndReplay) {
     require_gpus(1);
-    for (const RankConfig& rc : standard_rank_configs()) {
-        if (rc.ranks < 2) continue;
-        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
-            Buffer buffer(env.communicator, env.device, soak_config());
-            dump_workspace_on_failure(buffer, [&] {
-                Inputs inputs;
-                const int experts = rc.ranks * kExpertsPerRank;
-                env.communicator->barrier(std::chrono::seconds(30));
-                // Warm up (JIT compile and load) outside the capture.
-                Iteration it = make_iteration(env.rank, rc.ranks, 0);
-                inputs.load(it, env.stream);
-                round_trip(buffer, inputs, env.device, experts, env.stream);
-                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-                buffer.check_errors();
-
-                cudaGraph_t graph = nullptr;
-                SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
-                auto captured = round_trip(buffer, inputs, env.device, experts, env.stream);
-                SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
-                cudaGraphExec_t exec = nullptr;
-                SY_CUDA_OK(
-                    cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
-                // Instantiation may synchronize the device: no rank replays before all are done.
-                env.communicator->barrier(std::chrono::seconds(30));
-                std::vector<uint16_t> out(size_t(kTokens) * kHidden);
-                for (int replay = 1; replay <= 20; ++replay) {
-                    it = make_iteration(env.rank, rc.ranks, replay);
+    for (const RankConfig& rc : standard_rank_configs())
+        for (const bool caller_stream : {false, true}) {
+            if (rc.ranks < 2) continue;
+            run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+                Buffer buffer(env.communicator, env.device, soak_config(caller_stream));
+                dump_workspace_on_failure(buffer, [&] {
+                    Inputs inputs;
+                    const int experts = rc.ranks * kExpertsPerRank;
+                    env.communicator->barrier(std::chrono::seconds(30));
+                    // Warm up (JIT compile and load) outside the capture.
+                    Iteration it = make_iteration(env.rank, rc.ranks, 0);
                     inputs.load(it, env.stream);
-                    SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
-                    inputs.copy_out(out, env.stream);
+                    round_trip(buffer, inputs, env.device, experts, env.stream);
+                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
                     buffer.check_errors();
-                    check_round_trip(it, out, "graph replay", replay);
-                }
-                env.communicator->barrier(std::chrono::seconds(30));
-                SY_CUDA_OK(cudaGraphExecDestroy(exec));
-                SY_CUDA_OK(cudaGraphDestroy(graph));
-                if (env.rank == 0)
-                    std::printf("  %s: 20 graph replays with new routing, all exact\n", rc.name().c_str());
+
+                    cudaGraph_t graph = nullptr;
+                    SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+                    auto captured = round_trip(buffer, inputs, env.device, experts, env.stream);
+                    SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
+                    cudaGraphExec_t exec = nullptr;
+                    SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph,
+                                                             cudaGraphInstantiateFlagAutoFreeOnLaunch));
+                    // Instantiation may synchronize the device: no rank replays before all are done.
+                    env.communicator->barrier(std::chrono::seconds(30));
+                    std::vector<uint16_t> out(size_t(kTokens) * kHidden);
+                    for (int replay = 1; replay <= 20; ++replay) {
+                        it = make_iteration(env.rank, rc.ranks, replay);
+                        inputs.load(it, env.stream);
+                        SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                        inputs.copy_out(out, env.stream);
+                        buffer.check_errors();
+                        check_round_trip(it, out, "graph replay", replay);
+                    }
+                    env.communicator->barrier(std::chrono::seconds(30));
+                    SY_CUDA_OK(cudaGraphExecDestroy(exec));
+                    SY_CUDA_OK(cudaGraphDestroy(graph));
+                    if (env.rank == 0)
+                        std::printf("  %s%s: 20 graph replays with new routing, all exact\n",
+                                    rc.name().c_str(), caller_stream ? " (ops on the caller's stream)" : "");
+                });
             });
-        });
-    }
+        }
 }
 
 SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {

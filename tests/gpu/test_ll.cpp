@@ -149,17 +149,22 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
     }
 }
 
+// Alternate configurations launch on the caller's stream (BufferConfig::launch_on_caller_stream).
 SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
     require_gpus(1);
+    int index = 0;
     for (const RankConfig& rc : standard_rank_configs()) {
         if (rc.ranks == 1) continue;
-        std::printf("  %s\n", rc.name().c_str());
+        const bool caller_stream = index++ % 2 == 1;
+        std::printf("  %s%s\n", rc.name().c_str(), caller_stream ? " (ops on the caller's stream)" : "");
         Case ca, cb;
         ca.hidden = 7168, ca.topk = 8, ca.experts = 32, ca.seed = 21;
         cb.hidden = 7168, cb.topk = 8, cb.experts = 32, cb.seed = 22, cb.format = ScaleFormat::kUE8M0;
         const Scenario sa = make_scenario(ca, rc.ranks), sb = make_scenario(cb, rc.ranks);
         run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
-            Buffer buffer(env.communicator, env.device, ll_config(ca));
+            BufferConfig config = ll_config(ca);
+            config.launch_on_caller_stream = caller_stream;
+            Buffer buffer(env.communicator, env.device, config);
             RankInputs ia(ca, rc.ranks, env.device), ib(cb, rc.ranks, env.device);
             ia.load(sa, env.rank, env.stream);
             ib.load(sb, env.rank, env.stream);
