@@ -1,5 +1,6 @@
 // launch(): one cuLaunchKernelEx with the kernel's single by-value argument struct and the
 // cooperative / cluster / programmatic-dependent-launch attributes.
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -48,7 +49,13 @@ void launch(const Kernel& kernel, const LaunchConfig& config, const void* args_s
     CUlaunchAttribute attributes[3];
     std::memset(attributes, 0, sizeof(attributes));
     unsigned num_attributes = 0;
-    if (config.cooperative) {
+    // SWITCHYARD_JIT_PLAIN_LAUNCHES=1: cooperative launches become plain ones (an experiment on
+    // launch cost; co-residency is then no longer guaranteed by the driver).
+    static const bool plain_launches = [] {
+        const char* value = std::getenv("SWITCHYARD_JIT_PLAIN_LAUNCHES");
+        return value && value[0] == '1';
+    }();
+    if (config.cooperative && !plain_launches) {
         attributes[num_attributes].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
         attributes[num_attributes++].value.cooperative = 1;
     }
