@@ -50,6 +50,8 @@ struct WorkspaceLayout {
     int32_t ht_combine_chunks = 0;
     int64_t ht_combine_arrivals_offset = 0;
     int64_t ht_combine_consumed_offset = 0;
+    int64_t ht_combine_ready_offset = 0;  // [chunks] uint64, local: sequence of the op whose rows of
+                                          // the chunk have all arrived (for the chunk's other warps)
     int64_t total_bytes = 0;
 
     // Bytes the LL signal area reserves: per set and source 256 bytes, per peer 256 bytes more.
@@ -93,6 +95,8 @@ struct WorkspaceLayout {
         offset += chunk_counters;
         layout.ht_combine_consumed_offset = offset;
         offset += chunk_counters;
+        layout.ht_combine_ready_offset = offset;
+        offset += align_up(int64_t(layout.ht_combine_chunks) * 8, kAlignment);
         layout.total_bytes = align_up(offset, 4096);
         return layout;
     }
@@ -123,6 +127,9 @@ struct WorkspaceLayout {
     SY_HOST_DEVICE uint64_t* ht_combine_arrival(uint8_t* base, int32_t chunk, int32_t source) const {
         return reinterpret_cast<uint64_t*>(base + ht_combine_arrivals_offset) + int64_t(chunk) * num_ranks +
                source;
+    }
+    SY_HOST_DEVICE uint64_t* ht_combine_ready(uint8_t* base, int32_t chunk) const {
+        return reinterpret_cast<uint64_t*>(base + ht_combine_ready_offset) + chunk;
     }
     SY_HOST_DEVICE uint64_t* ht_combine_consumed(uint8_t* base, int32_t chunk, int32_t source) const {
         return reinterpret_cast<uint64_t*>(base + ht_combine_consumed_offset) + int64_t(chunk) * num_ranks +

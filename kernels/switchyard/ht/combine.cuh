@@ -9,11 +9,13 @@
 //                 y): rank-major rows as they are, expert-major rows per k (flat) or reduced over
 //                 this rank's k first and rounded to bf16 once (hierarchical); after each row it
 //                 raises the home's arrival counter of (the token's chunk, this rank);
-//  reduce_home    (reducer warps) chunk by chunk of kHtCombineChunkTokens home tokens, in the
-//                 order the rows arrive: wait until every source's rows of the chunk are in (the
-//                 home knows how many from its dispatch handle), then reduce each token in fp32
-//                 in the fixed order (biases, then slots ascending), round to bf16 once, and pick
-//                 each k's weight from its owner's record (combined_topk_weights);
+//  reduce_home    (reducer warps) in items of (home token, 1,792 channels), in the order the
+//                 rows arrive: the warp with the first item of a chunk of kHtCombineChunkTokens
+//                 tokens waits until every source's rows of the chunk are in (the home knows how
+//                 many from its dispatch handle) and marks the chunk ready for the other items;
+//                 each item sums its channels in fp32 in the fixed order (biases, then slots
+//                 ascending) and rounds to bf16 once; a token's first item also picks each k's
+//                 weight from its owner's record (combined_topk_weights);
 //  finish         the last block advances the op sequence and tells every peer it is done.
 #pragma once
 
@@ -191,11 +193,12 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
 // four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
 // per channel the order stays bias0, bias1, slots ascending.
 template <typename SlotPayload>
-SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, SlotPayload slot_payload) {
+SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, SlotPayload slot_payload,
+                         int begin, int end) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     constexpr int kChunks = 4;
-    for (int group = int(lane) * 8; group < c.hidden; group += 256 * kChunks) {
+    for (int group = begin + int(lane) * 8; group < end; group += 256 * kChunks) {
         float acc[kChunks][8];
 #pragma unroll
         for (int u = 0; u < kChunks; ++u)
@@ -205,9 +208,8 @@ SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, Sl
 #pragma unroll
             for (int u = 0; u < kChunks; ++u) {
                 const int channel = group + u * 256;
-                raw[u] = channel < c.hidden
-                             ? *reinterpret_cast<const uint4*>(row_bytes + int64_t(channel) * 2)
-                             : make_uint4(0, 0, 0, 0);
+                raw[u] = channel < end ? *reinterpret_cast<const uint4*>(row_bytes + int64_t(channel) * 2)
+                                       : make_uint4(0, 0, 0, 0);
             }
         };
         auto accumulate = [&](const uint4* raw, bool use_weight, float w) {
@@ -250,25 +252,31 @@ SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, Sl
 #pragma unroll
         for (int u = 0; u < kChunks; ++u) {
             const int channel = group + u * 256;
-            if (channel < c.hidden)
+            if (channel < end)
                 *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) =
                     pack8(acc[u]);
         }
     }
 }
 
+// Channels of one reduce item: one round of sum_two_rows (kReduceWide 16-byte loads per lane and
+// row). A token is reduced in items of this many channels by different warps, so that a few
+// tokens (or the last chunk to arrive) are spread over many warps instead of one per chunk.
+constexpr int kReduceWide = 7;
+constexpr int kReducePartChannels = 256 * kReduceWide;
+
 // The common case of rank-major combine at small EP: at most two rows and no bias, unweighted.
 // With no accumulator carried across slots, seven 16-byte loads per row and lane are in flight
 // at once (7 KB per row and warp). Sums as the general path does: (0 + a) + b in fp32.
-SY_DEVICE void sum_two_rows(const HtCombineArgs& args, int token, const uint8_t* a, const uint8_t* b) {
-    const HtCommon& c = args.common;
-    constexpr int kWide = 7;
-    for (int group = int(ptx::lane_id()) * 8; group < c.hidden; group += 256 * kWide) {
+SY_DEVICE void sum_two_rows(const HtCombineArgs& args, int token, const uint8_t* a, const uint8_t* b,
+                            int begin, int end) {
+    constexpr int kWide = kReduceWide;
+    for (int group = begin + int(ptx::lane_id()) * 8; group < end; group += 256 * kWide) {
         uint4 ra[kWide], rb[kWide];
 #pragma unroll
         for (int u = 0; u < kWide; ++u) {
             const int channel = group + u * 256;
-            const bool inside = channel < c.hidden;
+            const bool inside = channel < end;
             ra[u] = inside && a ? *reinterpret_cast<const uint4*>(a + int64_t(channel) * 2)
                                 : make_uint4(0, 0, 0, 0);
             rb[u] = inside && b ? *reinterpret_cast<const uint4*>(b + int64_t(channel) * 2)
@@ -277,7 +285,7 @@ SY_DEVICE void sum_two_rows(const HtCombineArgs& args, int token, const uint8_t*
 #pragma unroll
         for (int u = 0; u < kWide; ++u) {
             const int channel = group + u * 256;
-            if (channel >= c.hidden) continue;
+            if (channel >= end) continue;
             float va[8], vb[8], sum[8];
             unpack8(ra[u], va);
             unpack8(rb[u], vb);
@@ -298,8 +306,9 @@ SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
     return args.mode == 0;
 }
 
-// reduce_home for one home token; `self_first_row` is the first rank-major row from this rank.
-SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int32_t self_first_row) {
+// reduce_home for channels [part * kReducePartChannels, +kReducePartChannels) of one home token;
+// `self_first_row` is the first rank-major row from this rank.
+SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int part, int32_t self_first_row) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     int num_slots = 0;
@@ -326,12 +335,14 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int32_t self_f
         return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
                                  : combine_record(args, c.local_base, slot, token);
     };
+    const int begin = part * kReducePartChannels;
+    const int end = min(begin + kReducePartChannels, c.hidden);
     if (args.mode != 1 && !args.bias0 && !args.bias1 && num_slots <= 2)
         sum_two_rows(args, token, num_slots > 0 ? slot_payload(0) : nullptr,
-                     num_slots > 1 ? slot_payload(1) : nullptr);
+                     num_slots > 1 ? slot_payload(1) : nullptr, begin, end);
     else
-        sum_slots(args, token, num_slots, slot_payload);
-    if (args.combined_weights && int(lane) < c.topk) {
+        sum_slots(args, token, num_slots, slot_payload, begin, end);
+    if (part == 0 && args.combined_weights && int(lane) < c.topk) {
         const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];
         float weight = 0.0f;
         if (expert >= 0) {
@@ -418,15 +429,29 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ht_detail::signal_arrivals(c, my_home, my_token, my_written);
         }
     } else if (ok) {
-        // reduce_home: chunks in arrival order, spread over every block's reducer warps.
+        // reduce_home: items (token, part) in arrival order, spread over every block's reducer
+        // warps. The warp with a chunk's first item waits for the chunk's rows and then marks the
+        // chunk ready (this op's sequence, in this rank's workspace) for the chunk's other items.
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps);
         const int reducers = int(gridDim.x) * reduce_warps;
-        const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
-        for (int chunk = reducer; chunk < chunks; chunk += reducers) {
-            if (!ht_detail::wait_for_chunk(args, chunk)) break;
-            const int last = min((chunk + 1) * kHtCombineChunkTokens, c.num_tokens);
-            for (int token = chunk * kHtCombineChunkTokens; token < last; ++token)
-                ht_detail::reduce_token(args, token, row_offsets[c.rank]);
+        const int parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
+        const int64_t items = int64_t(c.num_tokens) * parts;
+        for (int64_t item = reducer; item < items; item += reducers) {
+            const int token = int(item / parts), part = int(item % parts);
+            const int chunk = token / kHtCombineChunkTokens;
+            uint64_t* ready = c.layout.workspace.ht_combine_ready(c.local_base, chunk);
+            if (token % kHtCombineChunkTokens == 0 && part == 0) {
+                if (!ht_detail::wait_for_chunk(args, chunk)) break;
+                if (ptx::lane_id() == 0) ptx::st_release_sys(ready, sequence);
+            } else {
+                bool arrived = true;
+                if (ptx::lane_id() == 0)
+                    arrived = wait_for_sequence(ready, sequence, c.diagnostics, kPhaseHtCombine, c.rank);
+                // The acquiring lane's view now orders the whole warp's reads (warp barrier).
+                __syncwarp();
+                if (!__shfl_sync(0xffffffffu, arrived, 0)) break;
+            }
+            ht_detail::reduce_token(args, token, part, row_offsets[c.rank]);
         }
     }
 
