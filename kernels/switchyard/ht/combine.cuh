@@ -9,7 +9,7 @@
 //                 y): rank-major rows as they are, expert-major rows per k (flat) or reduced over
 //                 this rank's k first and rounded to bf16 once (hierarchical); after each row it
 //                 raises the home's arrival counter of (the token's chunk, this rank);
-//  reduce_home    (reducer warps) in items of (home token, 1,792 channels), in the order the
+//  reduce_home    (reducer warps) in items of (home token, channel span), in the order the
 //                 rows arrive: the warp with the first item of a chunk of kHtCombineChunkTokens
 //                 tokens waits until every source's rows of the chunk are in (the home knows how
 //                 many from its dispatch handle) and marks the chunk ready for the other items;
@@ -306,9 +306,11 @@ SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
     return args.mode == 0;
 }
 
-// reduce_home for channels [part * kReducePartChannels, +kReducePartChannels) of one home token;
-// `self_first_row` is the first rank-major row from this rank.
-SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int part, int32_t self_first_row) {
+// reduce_home for channels [begin, end) of one home token (`first`: the token's first item);
+// `self_first_row` is the first rank-major row from this rank; `first_group_slot` is lane q's
+// token_rank_slot of rank q, loaded by the caller before its wait (see the kernel).
+SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int end, bool first,
+                            int32_t self_first_row, int32_t first_group_slot) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     int num_slots = 0;
@@ -320,8 +322,9 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int part, int3
         // Lane q of each 32-rank group loads the token's slot at rank q (one load latency).
         for (int group = 0; group < c.num_ranks; group += 32) {
             const int q = group + int(lane);
-            const int32_t slot =
-                q < c.num_ranks ? args.token_rank_slot[int64_t(token) * c.num_ranks + q] : -1;
+            const int32_t slot = group == 0        ? first_group_slot
+                                 : q < c.num_ranks ? args.token_rank_slot[int64_t(token) * c.num_ranks + q]
+                                                   : -1;
             const uint32_t routed = __ballot_sync(0xffffffffu, slot >= 0);
             const int own = c.rank - group;
             if (own >= 0 && own < 32 && ((routed >> own) & 1u) && reads_own_rows(args)) {
@@ -335,14 +338,12 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int part, int3
         return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
                                  : combine_record(args, c.local_base, slot, token);
     };
-    const int begin = part * kReducePartChannels;
-    const int end = min(begin + kReducePartChannels, c.hidden);
     if (args.mode != 1 && !args.bias0 && !args.bias1 && num_slots <= 2)
         sum_two_rows(args, token, num_slots > 0 ? slot_payload(0) : nullptr,
                      num_slots > 1 ? slot_payload(1) : nullptr, begin, end);
     else
         sum_slots(args, token, num_slots, slot_payload, begin, end);
-    if (part == 0 && args.combined_weights && int(lane) < c.topk) {
+    if (first && args.combined_weights && int(lane) < c.topk) {
         const int32_t expert = args.topk_idx[int64_t(token) * c.topk + lane];
         float weight = 0.0f;
         if (expert >= 0) {
@@ -429,16 +430,27 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
             ht_detail::signal_arrivals(c, my_home, my_token, my_written);
         }
     } else if (ok) {
-        // reduce_home: items (token, part) in arrival order, spread over every block's reducer
-        // warps. The warp with a chunk's first item waits for the chunk's rows and then marks the
-        // chunk ready (this op's sequence, in this rank's workspace) for the chunk's other items.
+        // reduce_home: items (token, channel span) in arrival order, spread over every block's
+        // reducer warps. Tokens are split into spans only while there are fewer tokens than twice
+        // the reducers (a span is a multiple of one sum round, kReducePartChannels). The warp
+        // with a chunk's first item waits for the chunk's rows and marks the chunk ready (this
+        // op's sequence, in this rank's workspace) for the chunk's other items.
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps);
         const int reducers = int(gridDim.x) * reduce_warps;
-        const int parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
+        const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
+        const int wanted_parts = min(max_parts, max(1, int(ceil_div(2 * reducers, max(c.num_tokens, 1)))));
+        const int span = int(ceil_div(max_parts, wanted_parts)) * ht_detail::kReducePartChannels;
+        const int parts = int(ceil_div(c.hidden, span));
         const int64_t items = int64_t(c.num_tokens) * parts;
         for (int64_t item = reducer; item < items; item += reducers) {
             const int token = int(item / parts), part = int(item % parts);
             const int chunk = token / kHtCombineChunkTokens;
+            // The token's slots do not depend on the wait: load them first, so the two latencies
+            // overlap.
+            const int32_t first_group_slot =
+                args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
+                    ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
+                    : -1;
             uint64_t* ready = c.layout.workspace.ht_combine_ready(c.local_base, chunk);
             if (token % kHtCombineChunkTokens == 0 && part == 0) {
                 if (!ht_detail::wait_for_chunk(args, chunk)) break;
@@ -451,7 +463,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                 __syncwarp();
                 if (!__shfl_sync(0xffffffffu, arrived, 0)) break;
             }
-            ht_detail::reduce_token(args, token, part, row_offsets[c.rank]);
+            ht_detail::reduce_token(args, token, part * span, min(part * span + span, c.hidden), part == 0,
+                                    row_offsets[c.rank], first_group_slot);
         }
     }
 
