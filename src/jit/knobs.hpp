@@ -7,6 +7,8 @@
 //   SWITCHYARD_JIT_DUMP_SASS=1         also write <family>-<key>.sass (needs cuobjdump or nvdisasm)
 //   SWITCHYARD_JIT_LINE_INFO=1         compile with -lineinfo (for profilers / compute-sanitizer)
 //   SWITCHYARD_JIT_FAIL_ON_SPILLS=1    throw CompileError when ptxas reports register spills
+//   SWITCHYARD_JIT_PLAIN_LAUNCHES=1    cooperative launches become plain ones (launch.cpp; an
+//                                      experiment: no measurable difference on H200)
 #pragma once
 
 #include <string>
