@@ -4,7 +4,8 @@
 // memory (control workspace + data regions), the configurations are compared, and the buffers of
 // the ranks in this rank's NVLink domain are mapped here. Operations run on the buffer's
 // communication stream, ordered after the caller's stream; the caller's stream then waits for
-// them (synchronous mode).
+// them (synchronous mode). With BufferConfig::launch_on_caller_stream they run on the caller's
+// stream itself (no cross-stream event waits).
 //
 // Failures on the GPU (a peer that never arrives, an expert id out of range) are recorded by the
 // kernels and raised on the host by check_errors(), synchronize() and the next operation. After a
@@ -50,7 +51,7 @@ class Buffer {
 
     // Bytes of this rank's symmetric allocation (workspace + data regions).
     size_t buffer_bytes() const;
-    // The stream the communication kernels run on.
+    // The stream the communication kernels run on (unused for ops with launch_on_caller_stream).
     cudaStream_t comm_stream() const;
     // SMs one rank may use on its GPU: the device's SMs divided among the ranks that share it.
     int sm_budget() const;
@@ -91,7 +92,8 @@ class Buffer {
     // Throws the error a kernel recorded (TimeoutError naming rank, peer and phase; or
     // InvalidArgument for routing found invalid on the GPU). Does not wait for the GPU.
     void check_errors() const;
-    // Waits for the communication stream, then check_errors().
+    // Waits for the communication stream (and, with launch_on_caller_stream, for the latest op on
+    // its caller's stream), then check_errors().
     void synchronize();
     // Collective: clears a recorded error and the control workspace so the buffer can be used again.
     void reset();
