@@ -1,5 +1,6 @@
 // Pure host logic of buffer creation: grouping ranks into nodes and GPUs, and the buffer's memory
 // layout (sizes and non-overlapping regions) for the shapes the issues name.
+#include <vector>
 #include "comm/topology.hpp"
 #include "common/testing.hpp"
 #include "switchyard/common/buffer_layout.cuh"
@@ -86,7 +87,22 @@ SY_TEST(BufferLayout, RegionsAreOrderedAlignedAndSized) {
     SY_CHECK(w.barrier_signals_offset + 8 * 2 <= w.ht_notify_offset);
     SY_CHECK(w.ht_notify_offset + w.ht_notify_entry_bytes * 2 <= w.ht_dispatch_done_offset);
     SY_CHECK(w.ht_combine_done_offset + 16 <= w.ll_signals_offset);
-    SY_CHECK(w.ll_signals_offset + w.ll_signals_bytes <= w.total_bytes);
+    // Combine arrival counters, consumed tallies ([chunks][R] each) and ready flags ([chunks])
+    // follow the LL signals: 4,096 tokens in chunks of 4 = 1,024 chunks.
+    SY_CHECK_EQ(w.ht_combine_chunks, 1024);
+    SY_CHECK(w.ll_signals_offset + w.ll_signals_bytes <= w.ht_combine_arrivals_offset);
+    SY_CHECK(w.ht_combine_arrivals_offset + 1024 * 2 * 8 <= w.ht_combine_consumed_offset);
+    SY_CHECK(w.ht_combine_consumed_offset + 1024 * 2 * 8 <= w.ht_combine_ready_offset);
+    SY_CHECK(w.ht_combine_ready_offset + 1024 * 8 <= w.total_bytes);
+    std::vector<uint8_t> workspace(size_t(w.total_bytes));
+    uint8_t* base = workspace.data();
+    SY_CHECK(reinterpret_cast<uint8_t*>(w.ht_combine_arrival(base, 1023, 1)) + 8 <=
+             base + w.ht_combine_consumed_offset);
+    SY_CHECK(reinterpret_cast<uint8_t*>(w.ht_combine_consumed(base, 1023, 1)) + 8 <=
+             base + w.ht_combine_ready_offset);
+    // Without high-throughput ops there are no combine counters.
+    capacity.high_throughput = false;
+    SY_CHECK_EQ(device::BufferLayout::make(capacity).workspace.ht_combine_chunks, 0);
     // Notify entry: 16 bytes of header, rows to R = 2 ranks, L = 128 expert counts:
     // 16 + 8 + 512 = 536 bytes, padded to a multiple of 16 = 544.
     SY_CHECK_EQ(w.ht_notify_entry_bytes, int64_t(544));
