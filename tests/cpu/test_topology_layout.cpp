@@ -1,6 +1,7 @@
 // Pure host logic of buffer creation: grouping ranks into nodes and GPUs, and the buffer's memory
 // layout (sizes and non-overlapping regions) for the shapes the issues name.
 #include <vector>
+
 #include "comm/topology.hpp"
 #include "common/testing.hpp"
 #include "switchyard/common/buffer_layout.cuh"
