@@ -48,6 +48,17 @@ struct HtOptions {
     uint64_t seed = 1;
 };
 
+// "a,b,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_commas(const std::string& list) {
+    std::vector<std::string> items;
+    for (size_t start = 0; start < list.size();) {
+        const size_t comma = list.find(',', start);
+        items.push_back(list.substr(start, comma - start));
+        start = comma == std::string::npos ? list.size() : comma + 1;
+    }
+    return items;
+}
+
 HtOptions parse(int argc, char** argv) {
     HtOptions options;
     for (int i = 1; i < argc; ++i) {
@@ -76,22 +87,13 @@ HtOptions parse(int argc, char** argv) {
             options.gpus = std::stoi(next());
         else if (arg == "--sweep") {
             options.sweep.clear();
-            std::string list = next();
-            for (size_t start = 0; start < list.size();) {
-                const size_t comma = list.find(',', start);
-                options.sweep.push_back(std::stoi(list.substr(start, comma - start)));
-                start = comma == std::string::npos ? list.size() : comma + 1;
-            }
+            for (const std::string& item : split_commas(next())) options.sweep.push_back(std::stoi(item));
         } else if (arg == "--dtypes") {
             options.fp8_runs.clear();
-            const std::string list = next();
-            for (size_t start = 0; start < list.size();) {
-                const size_t comma = list.find(',', start);
-                const std::string name = list.substr(start, comma - start);
+            for (const std::string& name : split_commas(next())) {
                 if (name != "fp8" && name != "bf16")
                     throw InvalidArgument("ht: --dtypes takes fp8 and/or bf16, got '" + name + "'");
                 options.fp8_runs.push_back(name == "fp8");
-                start = comma == std::string::npos ? list.size() : comma + 1;
             }
         } else
             throw InvalidArgument("ht: unknown option " + arg);

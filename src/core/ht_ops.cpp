@@ -38,12 +38,15 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
 }
 
 // Warps of each 16-warp combine block that send rows; the others reduce as the rows arrive.
-// SWITCHYARD_HT_COMBINE_SEND_WARPS overrides the default, for tuning (read at every call).
+// SWITCHYARD_HT_COMBINE_SEND_WARPS overrides the default, for tuning (read once per process: the
+// op's host path stays free of environment lookups).
 int combine_send_warps() {
-    constexpr int kDefault = 6;  // best or within 3% of it at 8-32 SMs (7e254c9 sweep of 6-12)
-    const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
-    if (!value || !*value) return kDefault;
-    return std::clamp(std::atoi(value), 1, 15);
+    static const int send_warps = [] {
+        constexpr int kDefault = 6;  // best or within 3% of it at 8-32 SMs (7e254c9 sweep of 6-12)
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
+        return value && *value ? std::clamp(std::atoi(value), 1, 15) : kDefault;
+    }();
+    return send_warps;
 }
 
 bool stream_is_capturing(cudaStream_t stream) {

@@ -305,6 +305,20 @@ uint32_t* ll_mask_pointer(const BufferImpl& impl, int num_ranks) {
         impl.layout.workspace.ll_signals(impl.memory->local()));
 }
 
+// Zeroes mask words [first, first + count), then sets the first to 1 if `mask_first`, after the
+// ops issued so far: ordered on the comm stream, or (ops on the callers' streams) after a drain
+// and complete before the next op.
+template <typename BufferImpl>
+void write_mask(BufferImpl& impl, int first, int count, bool mask_first) {
+    uint32_t* words = ll_mask_pointer(impl, impl.communicator->size()) + first;
+    const bool on_callers = impl.config.launch_on_caller_stream;
+    if (on_callers) impl.drain();
+    SY_CUDA_CHECK(cudaMemsetAsync(words, 0, sizeof(uint32_t) * count, impl.comm_stream));
+    if (mask_first)
+        SY_CUDA_CHECK(cudaMemsetAsync(words, 1, 1, impl.comm_stream));  // little endian: the word reads 1
+    if (on_callers) SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+}
+
 }  // namespace
 
 std::vector<int32_t> Buffer::ll_query_mask() {
@@ -330,23 +344,14 @@ void Buffer::ll_set_mask(int rank, bool masked) {
     if (rank < 0 || rank >= R)
         fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(R) + ")");
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
-    uint32_t* word = ll_mask_pointer(impl, R) + rank;
-    // After the ops issued so far: on the comm stream, or (ops on callers' streams) after a drain.
-    if (impl.config.launch_on_caller_stream) impl.drain();
-    SY_CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(uint32_t), impl.comm_stream));
-    if (masked)
-        SY_CUDA_CHECK(cudaMemsetAsync(word, 1, 1, impl.comm_stream));  // little endian: the word reads 1
-    if (impl.config.launch_on_caller_stream) SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+    write_mask(impl, rank, 1, masked);
 }
 
 void Buffer::ll_clear_mask() {
     Impl& impl = *impl_;
     require_low_latency(impl.config, "ll_clear_mask");
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
-    if (impl.config.launch_on_caller_stream) impl.drain();
-    SY_CUDA_CHECK(cudaMemsetAsync(ll_mask_pointer(impl, num_ranks()), 0, sizeof(uint32_t) * num_ranks(),
-                                  impl.comm_stream));
-    if (impl.config.launch_on_caller_stream) SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
+    write_mask(impl, 0, num_ranks(), false);
 }
 
 }  // namespace switchyard

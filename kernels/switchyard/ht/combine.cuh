@@ -7,8 +7,9 @@
 //                 token's home rank, into slot (rank ordinal | top-k index) x token of the home's
 //                 combine region (rank-major rows whose home is this rank stay where they are, in
 //                 y): rank-major rows as they are, expert-major rows per k (flat) or reduced over
-//                 this rank's k first and rounded to bf16 once (hierarchical); after each row it
-//                 raises the home's arrival counter of (the token's chunk, this rank);
+//                 this rank's k first and rounded to bf16 once (hierarchical); after each group of
+//                 kSendGroup rows it raises the homes' arrival counters of (the rows' token
+//                 chunks, this rank);
 //  reduce_home    (reducer warps) in the order the rows arrive, by chunks of
 //                 kHtCombineChunkTokens home tokens: wait until every source's rows of the chunk
 //                 are in (the home knows how many from its dispatch handle), then sum each
@@ -148,6 +149,12 @@ SY_DEVICE void signal_arrivals(const HtCommon& c, int home, int token, int writt
     }
 }
 
+// Rank-major combine does not copy a home's own rows to itself: the home reads them from y (row
+// self_first_row + the token's slot at this rank), which halves the rows moved at EP2.
+SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
+    return args.mode == 0;
+}
+
 // Records that source `source` writes to this home for token `token` in this op.
 SY_DEVICE uint32_t records_expected(const HtCombineArgs& args, int token, int source) {
     const HtCommon& c = args.common;
@@ -160,8 +167,7 @@ SY_DEVICE uint32_t records_expected(const HtCombineArgs& args, int token, int so
         return count;
     }
     const bool routed = args.token_rank_slot[int64_t(token) * c.num_ranks + source] >= 0;
-    // Rank-major rows of this rank's own tokens stay in y (reads_own_rows).
-    return routed && !(args.mode == 0 && source == c.rank) ? 1u : 0u;
+    return routed && !(reads_own_rows(args) && source == c.rank) ? 1u : 0u;
 }
 
 // Waits (one warp) until every source's records of home chunk `chunk` have arrived, and adds
@@ -299,12 +305,6 @@ SY_DEVICE void sum_two_rows(const HtCombineArgs& args, int token, const uint8_t*
             *reinterpret_cast<uint4*>(args.out + int64_t(token) * args.out_stride + channel) = pack8(sum);
         }
     }
-}
-
-// Rank-major combine does not copy a home's own rows to itself: the home reads them from y (row
-// self_first_row + the token's slot at this rank), which halves the rows moved at EP2.
-SY_DEVICE bool reads_own_rows(const HtCombineArgs& args) {
-    return args.mode == 0;
 }
 
 // reduce_home for channels [begin, end) of one home token (`first`: the token's first item);
