@@ -183,6 +183,7 @@ Buffer::~Buffer() {
     }
     impl.memory.reset();
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
+    if (impl.ll_trace_host) cudaFreeHost(impl.ll_trace_host);
     if (impl.layout_scratch) cudaFree(impl.layout_scratch);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_done) cudaEventDestroy(impl.comm_done);

@@ -77,8 +77,20 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
     }
     message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
             << " s (limit " << timeout_seconds << " s) waiting for rank " << record.peer << " in phase '"
-            << phase_name(record.phase) << "' (expected signal " << record.expected << ", last seen "
-            << record.observed << "); the buffer is poisoned: call reset() on all ranks or destroy it";
+            << phase_name(record.phase) << "' (";
+    const bool ll_arrivals =
+        (record.phase == device::kPhaseLlDispatch || record.phase == device::kPhaseLlCombine) &&
+        record.expected >= (uint64_t(1) << 32);
+    if (ll_arrivals) {
+        // LL arrival counters: 2^32 per complete op on the set, plus one per sending block seen of
+        // an op in progress (ll_sync.cuh). (The masking decision waits on a plain sequence.)
+        message << "expected op " << (record.expected >> 32) << " on its set complete, seen "
+                << (record.observed >> 32) << " complete and " << (record.observed & 0xffffffffu)
+                << " block arrivals of the next";
+    } else {
+        message << "expected signal " << record.expected << ", last seen " << record.observed;
+    }
+    message << "); the buffer is poisoned: call reset() on all ranks or destroy it";
     throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));
 }
 

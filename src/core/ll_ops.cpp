@@ -2,6 +2,9 @@
 // and the launches of kernels/switchyard/ll/ on the buffer's communication stream. Both ops are
 // one kernel each (or a send and a receive half in hook mode), with no host round-trip, so they
 // can be captured in CUDA graphs.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -62,6 +65,63 @@ void require_aligned_rows(const TensorView& view, const char* name) {
         if (view.shape[d] > 1 && (view.strides[d] * int64_t(view.element_size())) % 16 != 0)
             fail(std::string(name) + " strides must be multiples of 16 bytes (except the last), got " +
                  view.describe());
+}
+
+// SWITCHYARD_LL_TRACE=1 (a profiling aid): every LL kernel's block 0 writes its clock at each phase
+// into mapped host memory (one slot set per kind and half), and the next call of the same kind
+// prints the previous op's phase times to stderr. Read once per process.
+bool ll_trace_enabled() {
+    static const bool enabled = [] {
+        const char* value = std::getenv("SWITCHYARD_LL_TRACE");
+        return value && value[0] == '1';
+    }();
+    return enabled;
+}
+
+template <typename BufferImpl>
+uint64_t* ll_trace_slots(BufferImpl& impl, int32_t kind, int phases) {
+    if (!ll_trace_enabled()) return nullptr;
+    constexpr int kSets = 6;  // [dispatch, combine] x [send, receive, both]
+    if (impl.ll_trace_host == nullptr) {
+        void* host = nullptr;
+        SY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(uint64_t) * kSets * device::kLlTraceSlots,
+                                    cudaHostAllocMapped | cudaHostAllocPortable));
+        std::memset(host, 0, sizeof(uint64_t) * kSets * device::kLlTraceSlots);
+        void* mapped = nullptr;
+        SY_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+        impl.ll_trace_host = static_cast<uint64_t*>(host);
+        impl.ll_trace_device = static_cast<uint64_t*>(mapped);
+    }
+    const int set = kind * 3 + (phases - 1);
+    volatile uint64_t* slots = impl.ll_trace_host + set * device::kLlTraceSlots;
+    if (slots[device::kLlTraceSlots - 1] == 1) {
+        static const char* const kDispatchMarks[] = {"start",  "prologue", "masks",   "sends",  "headers",
+                                                     "arrive", "wait",     "offsets", "receive"};
+        static const char* const kCombineMarks[] = {"start",  "prologue", "row starts", "sends",
+                                                    "arrive", "wait",     "reduce"};
+        const char* const* names = kind == device::kLlDispatch ? kDispatchMarks : kCombineMarks;
+        const int marks = kind == device::kLlDispatch ? 9 : 7;
+        int clock_khz = 1;
+        SY_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, impl.device));
+        std::ostringstream line;
+        line << "[switchyard ll trace] rank " << impl.communicator->rank() << " "
+             << (kind == device::kLlDispatch ? "dispatch" : "combine") << " "
+             << (phases == 1   ? "send"
+                 : phases == 2 ? "receive"
+                               : "both")
+             << " (us):";
+        uint64_t first = slots[0], previous = slots[0];
+        for (int m = 1; m < marks; ++m) {
+            if (slots[m] == 0) continue;
+            line << " " << names[m] << " " << double(slots[m] - previous) * 1e3 / clock_khz;
+            previous = slots[m];
+        }
+        line << " | block 0 " << double(previous - first) * 1e3 / clock_khz << " | grid span (global timer) "
+             << double(slots[device::kLlTraceGridEnd] - slots[device::kLlTraceGridStart]) * 1e-3 << "\n";
+        std::fputs(line.str().c_str(), stderr);
+        for (int m = 0; m < device::kLlTraceSlots; ++m) slots[m] = 0;
+    }
+    return impl.ll_trace_device + set * device::kLlTraceSlots;
 }
 
 int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
@@ -129,6 +189,15 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     const int32_t scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
     const int64_t rows = int64_t(R) * max_tokens;
     const int64_t words = device::RecordLayout::scale_words(H, scale_kind);
+    // The send half keeps a bit mask of the op's tokens per expert and per rank in shared memory.
+    const int64_t shared_bytes = device::ll_dispatch_shared_bytes(R, E, static_cast<int32_t>(T));
+    int shared_limit = 0;
+    SY_CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (shared_bytes > shared_limit)
+        fail("ll_dispatch: " + std::to_string(E) + " experts x " + std::to_string(T) + " tokens need " +
+             std::to_string(shared_bytes) +
+             " bytes of routing masks in shared memory, more than the device's " +
+             std::to_string(shared_limit) + "; use fewer tokens per op");
 
     device::LlDispatchArgs dispatch{};
     dispatch.x = args.x.ptr();
@@ -154,7 +223,8 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
 
     const launch::LaunchContext context = impl.context(stream);
     dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
-    const int blocks = launch::ll_num_blocks(context, config.num_sms);
+    dispatch.buffer.trace = ll_trace_slots(impl, device::kLlDispatch, shape.phases);
+    const int blocks = launch::ll_dispatch_blocks(context, config.num_sms, shape, T);
 
     LowLatencyDispatchResult result;
     impl.run_ordered(stream, [&] {
@@ -188,8 +258,12 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         // The receive half reads nothing of the caller's inputs; it keeps the outputs alive.
         result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, handle,
                           recv_x = result.recv_x] {
+            device::LlDispatchArgs receive_args = dispatch;
+            receive_args.buffer.trace =
+                ll_trace_slots(*impl_pointer, device::kLlDispatch, receive_shape.phases);
             impl_pointer->run_ordered(stream, [&] {
-                launch::launch_ll_dispatch(impl_pointer->context(stream), dispatch, receive_shape, blocks);
+                launch::launch_ll_dispatch(impl_pointer->context(stream), receive_args, receive_shape,
+                                           blocks);
             });
         };
     }
@@ -260,6 +334,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
 
     const launch::LaunchContext context = impl.context(stream);
     combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
+    combine.buffer.trace = ll_trace_slots(impl, device::kLlCombine, shape.phases);
     const int blocks = launch::ll_num_blocks(context, config.num_sms);
 
     LowLatencyCombineResult result;
@@ -277,8 +352,11 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
         launch::LlCombineShape receive_shape = shape;
         receive_shape.phases = device::kLlRecvHalf;
         result.receive = [impl_pointer, combine, receive_shape, blocks, stream, handle, out = result.out] {
+            device::LlCombineArgs receive_args = combine;
+            receive_args.buffer.trace =
+                ll_trace_slots(*impl_pointer, device::kLlCombine, receive_shape.phases);
             impl_pointer->run_ordered(stream, [&] {
-                launch::launch_ll_combine(impl_pointer->context(stream), combine, receive_shape, blocks);
+                launch::launch_ll_combine(impl_pointer->context(stream), receive_args, receive_shape, blocks);
             });
         };
     }

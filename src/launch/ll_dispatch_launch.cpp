@@ -1,5 +1,6 @@
 // Launcher of the LL dispatch kernel (and the pieces the LL combine launcher shares).
 #include <algorithm>
+#include <cstdlib>
 
 #include "launch/ll_launch.hpp"
 
@@ -13,8 +14,17 @@ jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape) {
                 ", " + std::to_string(shape.phases) + ">"};
 }
 
+int ll_send_items_per_warp() {
+    static const int items = [] {
+        const char* value = std::getenv("SWITCHYARD_LL_SEND_ITEMS_PER_WARP");
+        return value && *value ? std::clamp(std::atoi(value), 1, 64) : device::kLlSendItemsPerWarp;
+    }();
+    return items;
+}
+
 device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive) {
     device::LlBufferArgs buffer{};
+    buffer.send_items_per_warp = ll_send_items_per_warp();
     buffer.peer_bases = context.peer_bases;
     buffer.local_base = context.local_base;
     buffer.workspace = context.layout.workspace;
@@ -45,12 +55,28 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
     return num_sms > 0 ? std::min(num_sms, budget) : budget;
 }
 
+int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
+                       int64_t num_tokens) {
+    // Every warp should find one receive item (a 2 KB slice of a record) and its send items:
+    // more blocks than that only add arrivals and idle waiters to the op's fixed cost.
+    const int64_t payload = shape.scale_kind == device::kScaleNone ? 2 * int64_t(shape.hidden) : shape.hidden;
+    const int64_t recv_slices =
+        ((payload + 511) / 512 + device::kLlRecvStepsPerSlice - 1) / device::kLlRecvStepsPerSlice;
+    const int64_t recv_blocks =
+        (context.num_ranks * num_tokens * recv_slices + kLlNumWarps - 1) / kLlNumWarps;
+    const int64_t per_block = int64_t(kLlNumWarps) * ll_send_items_per_warp();
+    const int64_t send_blocks =
+        (num_tokens * device::ll_send_slices(shape.hidden) + per_block - 1) / per_block;
+    const int64_t wanted = std::max<int64_t>(1, std::max(recv_blocks, send_blocks));
+    return static_cast<int>(std::min<int64_t>(wanted, ll_num_blocks(context, num_sms)));
+}
+
 void launch_ll_dispatch(const LaunchContext& context, const device::LlDispatchArgs& args,
                         const LlDispatchShape& shape, int num_blocks) {
     const jit::Kernel& kernel = jit::get_kernel(ll_dispatch_source(shape), context.device);
     launch_ll_kernel(kernel, context, num_blocks,
-                     device::ll_dispatch_shared_bytes(context.num_ranks, args.num_experts), &args,
-                     sizeof(args));
+                     device::ll_dispatch_shared_bytes(context.num_ranks, args.num_experts, args.num_tokens),
+                     &args, sizeof(args));
 }
 
 }  // namespace switchyard::launch

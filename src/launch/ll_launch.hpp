@@ -34,11 +34,20 @@ struct LlCombineShape {
 jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape);
 jit::KernelSource ll_combine_source(const LlCombineShape& shape);
 
+// Work items per sending warp of the LL kernels: device::kLlSendItemsPerWarp, or
+// SWITCHYARD_LL_SEND_ITEMS_PER_WARP (a tuning knob, read once per process).
+int ll_send_items_per_warp();
+
 // The buffer part of the LL kernels' arguments, from a rank's launch context.
 device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive);
 
 // Blocks of an LL kernel: the rank's SM budget, capped by `num_sms` when positive.
 int ll_num_blocks(const LaunchContext& context, int num_sms);
+
+// Blocks of an LL dispatch of `num_tokens` tokens per rank: as many as its work needs (one block
+// for one token), at most ll_num_blocks.
+int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
+                       int64_t num_tokens);
 
 // The launch both LL kernels use: kLlNumWarps warps per block, cooperative (blocks wait on each
 // other's progress through the workspace), on the buffer's stream.

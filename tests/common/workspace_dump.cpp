@@ -27,10 +27,12 @@ std::string describe_workspace(const Buffer& buffer) {
     uint8_t* base = bytes.data();
     const uint64_t* counters = layout.counters(base);
     out << " counters barrier=" << counters[device::kCounterBarrier] << " ht=" << counters[device::kCounterHt]
-        << " ll_send=" << counters[device::kCounterLlSend] << " ll_recv=" << counters[device::kCounterLlRecv]
-        << " ht_blocks=" << counters[device::kCounterHtBlocksDone]
-        << " ll_blocks=" << counters[device::kCounterLlBlocksDone] << "/"
-        << counters[device::kCounterLlBlocksDone2] << " poison=" << *layout.poison(base) << "\n";
+        << " ll_dispatch_send/recv=" << counters[device::kCounterLlDispatchSend] << "/"
+        << counters[device::kCounterLlDispatchRecv]
+        << " ll_combine_send/recv=" << counters[device::kCounterLlCombineSend] << "/"
+        << counters[device::kCounterLlCombineRecv] << " ht_blocks=" << counters[device::kCounterHtBlocksDone]
+        << " ll_blocks=" << counters[device::kCounterLlBlocksDone] << " poison=" << *layout.poison(base)
+        << "\n";
     auto row = [&](const char* name, auto value_of) {
         out << "    " << name << ":";
         for (int s = 0; s < R; ++s) out << " " << value_of(s);

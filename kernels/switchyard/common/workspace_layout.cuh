@@ -12,13 +12,20 @@ namespace switchyard::device {
 
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {
-    kCounterBarrier = 0,        // barriers issued on this buffer
-    kCounterHt = 1,             // high-throughput ops (dispatch and combine share one sequence)
-    kCounterLlSend = 2,         // low-latency send halves
-    kCounterLlRecv = 3,         // low-latency receive halves
-    kCounterHtBlocksDone = 4,   // blocks of the running HT kernel that finished (last one resets)
-    kCounterLlBlocksDone = 5,   // same for LL kernels
-    kCounterLlBlocksDone2 = 6,  // spare for a second LL phase
+    kCounterBarrier = 0,  // barriers issued on this buffer
+    kCounterHt = 1,       // high-throughput ops (dispatch and combine share one sequence)
+    // Low-latency halves, one sequence per op kind and half: each kind alternates between the two
+    // sets on its own, and op n of a kind is the ceil(n / 2)-th on its set (ll_arrival_target).
+    kCounterLlDispatchSend = 2,
+    kCounterLlDispatchRecv = 3,
+    kCounterHtBlocksDone = 4,  // blocks of the running HT kernel that finished (last one resets)
+    kCounterLlBlocksDone = 5,  // blocks of the running LL kernel past its prologue (last one resets)
+    kCounterLlCombineSend = 6,
+    kCounterLlCombineRecv = 7,
+    // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
+    kCounterLlTraceBlocks = 13,
+    kCounterLlTraceStart = 14,
+    kCounterLlTraceEnd = 15,
     kNumCounters = 16,
 };
 

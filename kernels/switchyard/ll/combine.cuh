@@ -2,9 +2,10 @@
 // send and receive halves.
 //
 // Send (expert rank): every valid row (expert e, row < count[e]) of y goes back to its home rank's
-// combine area slot [k][t] (the dispatch noted (source, token, k) of each row); the last block to
-// finish raises this rank's flag at every home rank (release, system scope), rows or not.
-// Receive (home rank): wait for every source's flag, then
+// combine area slot [k][t] (the dispatch noted (source, token, k) of each row). The first S blocks
+// send (S from the row count, which every block reads); each then raises this rank's arrival
+// counter at every home rank (ll_arrive), rows or not.
+// Receive (home rank): wait for every source's arrivals, then
 //     out[t] = bf16( fma over k ascending: acc = fma(w[t][k], y(t, k), acc), acc = 0 )
 // skipping empty slots, slots whose owner is masked, and repeats of an expert within a token, so
 // the reduction order is fixed and matches the CPU reference bit for bit.
@@ -15,6 +16,7 @@
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/fp8.cuh"
 #include "switchyard/ll/ll_layout.cuh"
+#include "switchyard/ll/ll_slices.cuh"
 #include "switchyard/ll/ll_sync.cuh"
 
 namespace switchyard::device {
@@ -57,26 +59,19 @@ SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, 
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
+    constexpr int64_t kRowBytes = int64_t(kHidden) * 2;
+    // The slice of y is loaded before the routing word that says where it goes (both in flight).
+    const uint8_t* from =
+        static_cast<const uint8_t*>(args.y) + (expert * args.y_expert_stride + row * args.y_row_stride) * 2;
+    const auto data = ll_load_slice<kLlCombineStepsPerSlice, kRowBytes>(from, slice, lane);
     const int32_t packed = args.recv_source[expert * rows_per_expert + row];
     const int32_t k = packed & 31, source_token = packed >> 5;
     const int32_t source = source_token / buffer.set_layout.max_tokens;
     const int32_t token = source_token % buffer.set_layout.max_tokens;
     if (shared_mask[source]) return;
-    const uint8_t* from =
-        static_cast<const uint8_t*>(args.y) + (expert * args.y_expert_stride + row * args.y_row_stride) * 2;
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), k, token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
-    constexpr int64_t kRowBytes = int64_t(kHidden) * 2;
-    constexpr int kSteps = int((kRowBytes + 511) / 512);
-    const int first_step = slice * kLlCombineStepsPerSlice;
-    const int last_step =
-        first_step + kLlCombineStepsPerSlice < kSteps ? first_step + kLlCombineStepsPerSlice : kSteps;
-#pragma unroll 4
-    for (int step = first_step; step < last_step; ++step) {
-        const int64_t offset = int64_t(step) * 512 + lane * 16;
-        if (offset < kRowBytes)
-            *reinterpret_cast<uint4*>(to + offset) = *reinterpret_cast<const uint4*>(from + offset);
-    }
+    ll_store_slice<kLlCombineStepsPerSlice, kRowBytes>(to, slice, lane, data);
 }
 
 template <typename IndexT>
@@ -150,7 +145,6 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     constexpr bool kSend = (kPhases & 1) != 0, kRecv = (kPhases & 2) != 0;
     extern __shared__ __align__(16) int32_t shared_words[];
     __shared__ uint64_t shared_sequences[2];
-    __shared__ uint32_t shared_flag;
     const LlBufferArgs& buffer = args.buffer;
     const int32_t R = buffer.num_ranks, L = args.local_experts;
     uint32_t* shared_mask = reinterpret_cast<uint32_t*>(shared_words);     // [R]
@@ -159,8 +153,9 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
-    if (!ll_prologue<kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
-    __syncthreads();
+    ll_trace(buffer, 0);
+    if (!ll_prologue<kLlCombine, kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
+    ll_trace(buffer, 1);
 
     if constexpr (kSend) {
         const uint64_t sequence = shared_sequences[0];
@@ -186,29 +181,28 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         __syncthreads();
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
-        for (int32_t item = global_warp; item < row_starts[L] * kSlices; item += num_warps) {
-            const int32_t row = item / kSlices;
-            // The expert whose rows hold `row`: the last e with row_starts[e] <= row (binary
-            // search; a linear walk over 128+ experts cost microseconds per item).
-            int32_t expert = 0, past = L;
-            while (past - expert > 1) {
-                const int32_t middle = (expert + past) / 2;
-                if (row_starts[middle] <= row)
-                    expert = middle;
-                else
-                    past = middle;
+        ll_trace(buffer, 2);
+        const int64_t items = int64_t(row_starts[L]) * kSlices;
+        const int32_t sending_blocks = ll_sending_blocks(items, kNumWarps, buffer.send_items_per_warp);
+        if (int32_t(blockIdx.x) < sending_blocks) {
+            for (int64_t item = global_warp; item < items; item += int64_t(sending_blocks) * kNumWarps) {
+                const int32_t row = int32_t(item / kSlices);
+                // The expert whose rows hold `row`: the last e with row_starts[e] <= row (binary
+                // search; a linear walk over 128+ experts cost microseconds per item).
+                int32_t expert = 0, past = L;
+                while (past - expert > 1) {
+                    const int32_t middle = (expert + past) / 2;
+                    if (row_starts[middle] <= row)
+                        expert = middle;
+                    else
+                        past = middle;
+                }
+                ll_combine_detail::send_row<kHidden>(args, expert, row - row_starts[expert],
+                                                     int(item % kSlices), set, shared_mask);
             }
-            ll_combine_detail::send_row<kHidden>(args, expert, row - row_starts[expert], item % kSlices, set,
-                                                 shared_mask);
-        }
-        if (ll_last_block_arrives(buffer.workspace.counters(buffer.local_base), &shared_flag)) {
-            for (int q = threadIdx.x; q < R; q += blockDim.x) {
-                if (shared_mask[q]) continue;
-                uint64_t* flags =
-                    buffer.signals.flags(buffer.workspace.ll_signals(buffer.peer_bases[q]), kLlCombine, set);
-                ptx::fence_acq_rel_sys();
-                ptx::st_release_sys(flags + buffer.rank, sequence);
-            }
+            ll_trace(buffer, 3);
+            ll_arrive(buffer, kLlCombine, sequence, sending_blocks, shared_mask);
+            ll_trace(buffer, 4);
         }
         __syncthreads();
     }
@@ -217,13 +211,16 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         const uint64_t sequence = shared_sequences[1];
         if (!ll_wait_sources(buffer, kLlCombine, sequence, shared_mask, shared_present, args.wait_time_stats))
             return;
+        ll_trace(buffer, 5);
         uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
         constexpr int kStepsPerToken = (kHidden + 255) / 256;
         const int32_t items = args.num_tokens * kStepsPerToken;
         for (int32_t item = global_warp; item < items; item += num_warps)
             ll_combine_detail::reduce_token_step<kHidden, kTopk, IndexT>(
                 args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+        ll_trace(buffer, 6);
     }
+    ll_trace(buffer, kLlTraceSlots - 1);
 }
 
 #endif

@@ -1,14 +1,17 @@
 // Low-latency dispatch (DESIGN.md §2 masked layout, §5 LL): one kernel, send and receive halves.
 //
-// Send (every warp, one token at a time): read the token's top-k ids, find the ranks it goes to,
-// its slot at each (its rank among this rank's tokens to that destination) and its position in
-// each expert's rows (its rank among this rank's tokens to that expert) by counting the earlier
-// tokens, then quantize the token once (or pass bf16 through) and store the record straight into
-// each destination's receive area [source][slot]. A token crosses to a rank once. One block first
-// writes, per destination, a header {tokens, rows per local expert}; the last block to finish
-// raises the sequence-tagged flag (release, system scope), which publishes records and headers.
+// Send (the first S blocks, a work item per warp at a time): every sending block first loads the
+// whole top-k table once and builds, in shared memory, one bit mask of tokens per expert and per
+// rank (a repeated expert within a token sets its bit once). A token's slot at a rank (its rank
+// among this rank's tokens to that destination) and its position in an expert's rows (its rank
+// among this rank's tokens to that expert) are then the popcounts of the mask bits below it. A
+// warp quantizes its slice of the token once (or passes bf16 through) and stores it straight into
+// each destination's receive area [source][slot]: a token crosses to a rank once. Block 0 writes,
+// per destination, a header {tokens, rows per local expert} from the masks. Each sending block
+// then raises this rank's arrival counter at every destination (ll_arrive), which publishes its
+// records and headers.
 //
-// Receive (every block): wait for every source's flag; from the headers compute where each
+// Receive (every block): wait for every source's arrivals; from the headers compute where each
 // source's rows of each local expert start (sources ascending, so rows are ordered by source then
 // token, bit-reproducibly); then warps copy each arrived record into the rows of the experts it
 // names, scales column-major, and note (source, token, k) of every row for the combine.
@@ -23,6 +26,7 @@
 #include "switchyard/common/record_layout.cuh"
 #include "switchyard/common/fp8.cuh"
 #include "switchyard/ll/ll_layout.cuh"
+#include "switchyard/ll/ll_slices.cuh"
 #include "switchyard/ll/ll_sync.cuh"
 
 namespace switchyard::device {
@@ -46,9 +50,17 @@ struct LlDispatchArgs {
     int64_t* wait_time_stats;                     // optional [R]
 };
 
-// Dynamic shared memory of the dispatch kernel (int32 words).
-SY_HOST_DEVICE int64_t ll_dispatch_shared_bytes(int32_t num_ranks, int32_t num_experts) {
-    return 4 * (3 * int64_t(num_ranks) + 1 + max64(int64_t(num_experts) + num_ranks, num_experts)) + 64;
+// Words of one routing bit mask (a bit per token of the op).
+SY_HOST_DEVICE int32_t ll_token_mask_words(int32_t num_tokens) {
+    return num_tokens > 0 ? (num_tokens + 31) / 32 : 1;
+}
+
+// Dynamic shared memory of the dispatch kernel: mask, presence and item starts, then a scratch
+// area that holds the routing masks [(E + R) masks] while sending and the receive row offsets
+// [R * L] after.
+SY_HOST_DEVICE int64_t ll_dispatch_shared_bytes(int32_t num_ranks, int32_t num_experts, int32_t num_tokens) {
+    const int64_t masks = (int64_t(num_experts) + num_ranks) * ll_token_mask_words(num_tokens);
+    return 4 * (3 * int64_t(num_ranks) + 1 + max64(masks, num_experts)) + 64;
 }
 
 // A token is sent, and a record received, in slices that separate warps move in parallel: one
@@ -88,63 +100,97 @@ SY_DEVICE int32_t token_expert(const LlDispatchArgs& args, int32_t t) {
     return expert;
 }
 
-// For lane k's expert e_k (rank r_k): how many tokens t' < t name e_k (`position`) and how many
-// go to rank r_k (`slot`). Lanes scan 32 earlier tokens per step; the counts are ballots.
-template <int kTopk, typename IndexT>
-SY_DEVICE void count_earlier(const LlDispatchArgs& args, int32_t t, int32_t expert, int32_t rank,
-                             int32_t& position, int32_t& slot) {
-    const uint32_t lane = ptx::lane_id();
-    position = 0;
-    slot = 0;
-    for (int32_t base = 0; base < t; base += 32) {
-        const int32_t other = base + int32_t(lane);
-        const bool active = other < t;
-        int32_t ids[kTopk], ranks[kTopk];
-#pragma unroll
-        for (int k = 0; k < kTopk; ++k) {
-            ids[k] = active ? load_expert<IndexT>(args, other, k, false) : -1;
-            ranks[k] = ids[k] >= 0 ? ids[k] / args.local_experts : -1;
-        }
-#pragma unroll
-        for (int j = 0; j < kTopk; ++j) {
-            const int32_t e = __shfl_sync(0xffffffffu, expert, j);
-            const int32_t r = __shfl_sync(0xffffffffu, rank, j);
-            bool hit_expert = false, hit_rank = false;
-#pragma unroll
-            for (int k = 0; k < kTopk; ++k) {
-                hit_expert |= ids[k] == e;
-                hit_rank |= ranks[k] == r;
-            }
-            const uint32_t experts = __ballot_sync(0xffffffffu, e >= 0 && hit_expert);
-            const uint32_t ranks_hit = __ballot_sync(0xffffffffu, r >= 0 && hit_rank);
-            if (int(lane) == j) {
-                position += __popc(experts);
-                slot += __popc(ranks_hit);
-            }
-        }
+// Routing masks in shared memory: bit t of mask m is set when token t goes to expert m (m < E)
+// or to rank m - E (a token's repeated expert or rank sets its bit once).
+struct RoutingMasks {
+    uint32_t* words;  // [(E + R) * words_per_mask]
+    int32_t words_per_mask;
+    int32_t num_experts;
+
+    SY_DEVICE const uint32_t* expert(int32_t e) const { return words + int64_t(e) * words_per_mask; }
+    SY_DEVICE const uint32_t* rank(int32_t r) const {
+        return words + int64_t(num_experts + r) * words_per_mask;
     }
+    // Bits set below bit t: the token's rank among the mask's tokens.
+    SY_DEVICE static int32_t below(const uint32_t* mask, int32_t t) {
+        int32_t count = 0;
+        for (int w = 0; w < t / 32; ++w) count += __popc(mask[w]);
+        return count + __popc(mask[t / 32] & ((1u << (t % 32)) - 1u));
+    }
+    SY_DEVICE int32_t total(const uint32_t* mask) const {
+        int32_t count = 0;
+        for (int w = 0; w < words_per_mask; ++w) count += __popc(mask[w]);
+        return count;
+    }
+};
+
+// The block builds the masks from the whole top-k table in one parallel pass over its T * K ids
+// (block 0 reports invalid ones). Split in two so the first ids' loads and the zeroing of the masks
+// overlap the prologue: begin_masks before it, finish_masks after its barrier.
+constexpr int kLlPrefetchedIds = 4;  // ids per thread loaded before the prologue (T * K <= 1,024 here)
+
+struct PrefetchedIds {
+    int32_t experts[kLlPrefetchedIds];
+};
+
+template <int kTopk, typename IndexT>
+SY_DEVICE PrefetchedIds begin_masks(const LlDispatchArgs& args, uint32_t* shared_words) {
+    const int64_t words =
+        int64_t(args.num_experts + args.buffer.num_ranks) * ll_token_mask_words(args.num_tokens);
+    for (int64_t i = threadIdx.x; i < words; i += blockDim.x) shared_words[i] = 0;
+    const int64_t entries = int64_t(args.num_tokens) * kTopk;
+    PrefetchedIds ids;
+#pragma unroll
+    for (int j = 0; j < kLlPrefetchedIds; ++j) {
+        const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
+        ids.experts[j] =
+            i < entries ? load_expert<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk), blockIdx.x == 0)
+                        : -1;
+    }
+    return ids;
 }
 
-// Writes one token's payload and scales into every destination record of `destinations` (lanes
-// whose bit is set hold their record address in `record`).
+template <int kTopk, typename IndexT>
+SY_DEVICE RoutingMasks finish_masks(const LlDispatchArgs& args, uint32_t* shared_words,
+                                    const PrefetchedIds& ids) {
+    RoutingMasks masks{shared_words, ll_token_mask_words(args.num_tokens), args.num_experts};
+    // (A warp-wide OR of the experts' masks for the rank masks, instead of the second atomic, was
+    // slower: 1.67 vs 1.2-1.4 us for 128 tokens, SWITCHYARD_LL_TRACE.)
+    auto mark = [&](int64_t i, int32_t expert) {
+        if (expert < 0) return;
+        const int32_t t = int32_t(i / kTopk);
+        const uint32_t bit = 1u << (t % 32);
+        atomicOr(shared_words + int64_t(expert) * masks.words_per_mask + t / 32, bit);
+        atomicOr(shared_words +
+                     int64_t(args.num_experts + expert / args.local_experts) * masks.words_per_mask + t / 32,
+                 bit);
+    };
+#pragma unroll
+    for (int j = 0; j < kLlPrefetchedIds; ++j) mark(threadIdx.x + int64_t(j) * blockDim.x, ids.experts[j]);
+    const int64_t entries = int64_t(args.num_tokens) * kTopk;
+    for (int64_t i = threadIdx.x + int64_t(kLlPrefetchedIds) * blockDim.x; i < entries; i += blockDim.x)
+        mark(i, load_expert<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk), blockIdx.x == 0));
+    __syncthreads();
+    return masks;
+}
+
+// A slice of a token's bf16 row as one warp holds it: 8 channels per lane per 256-channel step.
+using TokenSlice = LlSlice<kLlSendStepsPerSlice>;
+
 template <int kHidden, int kTopk, int kScaleKind>
-SY_DEVICE void store_payload(const LlDispatchArgs& args, int32_t t, int slice, uint32_t destinations,
-                             uint8_t* record) {
+SY_DEVICE void store_payload(const TokenSlice& input, int slice, uint32_t destinations, uint8_t* record) {
     const uint32_t lane = ptx::lane_id();
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
-    const uint8_t* x_row = static_cast<const uint8_t*>(args.x) + int64_t(t) * args.x_row_stride * 2;
     constexpr int kChannelsPerStep = 256;  // 8 channels (16 bytes of bf16) per lane
     constexpr int kSteps = int((kHidden + kChannelsPerStep - 1) / kChannelsPerStep);
     const int first_step = slice * kLlSendStepsPerSlice;
-    const int last_step =
-        first_step + kLlSendStepsPerSlice < kSteps ? first_step + kLlSendStepsPerSlice : kSteps;
-#pragma unroll 2
-    for (int step = first_step; step < last_step; ++step) {
+#pragma unroll
+    for (int j = 0; j < kLlSendStepsPerSlice; ++j) {
+        const int step = first_step + j;
+        if (step >= kSteps) break;
         const int channel = step * kChannelsPerStep + int(lane) * 8;
         const bool in_range = channel < kHidden;
-        uint4 raw;
-        raw.x = raw.y = raw.z = raw.w = 0;
-        if (in_range) raw = *reinterpret_cast<const uint4*>(x_row + int64_t(channel) * 2);
+        const uint4 raw = input.chunk[j];
         if constexpr (kScaleKind == kScaleNone) {
             for (uint32_t rest = destinations; rest != 0; rest &= rest - 1) {
                 uint8_t* dst = reinterpret_cast<uint8_t*>(
@@ -199,14 +245,17 @@ SY_DEVICE void store_payload(const LlDispatchArgs& args, int32_t t, int slice, u
 // One token: routing, slots, record metadata and payload to every destination rank.
 template <int kHidden, int kTopk, int kScaleKind, typename IndexT>
 SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint64_t sequence,
-                          const uint32_t* shared_mask) {
+                          const uint32_t* shared_mask, const RoutingMasks& masks) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
+    // The slice is loaded first, so its loads are in flight while the routing is worked out.
+    const TokenSlice input = ll_load_slice<kLlSendStepsPerSlice, int64_t(kHidden) * 2>(
+        static_cast<const uint8_t*>(args.x) + int64_t(t) * args.x_row_stride * 2, slice, lane);
     const int32_t expert = token_expert<kTopk, IndexT>(args, t);
     const int32_t rank = expert >= 0 ? expert / args.local_experts : -1;
-    int32_t position, slot;
-    count_earlier<kTopk, IndexT>(args, t, expert, rank, position, slot);
+    const int32_t position = expert >= 0 ? RoutingMasks::below(masks.expert(expert), t) : 0;
+    const int32_t slot = rank >= 0 ? RoutingMasks::below(masks.rank(rank), t) : 0;
 
     // The lowest slot naming a rank leads it: it holds the token's record address there.
     const uint32_t same_rank = __match_any_sync(0xffffffffu, rank);
@@ -236,58 +285,21 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint
             meta[2 + 2 * kTopk + lane] = mine ? position : -1;
         }
     }
-    store_payload<kHidden, kTopk, kScaleKind>(args, t, slice, destinations, record);
+    store_payload<kHidden, kTopk, kScaleKind>(input, slice, destinations, record);
 }
 
-// One block, before its sends: per destination, the header {tokens, rows per local expert}. Lanes
-// take (token, k) entries, 32 / K tokens per warp step; a repeated expert (rank) within a token
-// counts once (first slot in k order, by a match mask). The headers are written like the records:
-// the flag that the last block raises (after every block's fence) publishes them.
-template <int kTopk, typename IndexT>
+// Block 0, after its sends: per unmasked destination q, the header {tokens to q, rows of each of
+// q's local experts}, counted from the masks. Its arrival publishes them with its records.
 SY_DEVICE void write_headers(const LlDispatchArgs& args, uint64_t sequence, const uint32_t* shared_mask,
-                             int32_t* shared_counts) {
+                             const RoutingMasks& masks) {
     const LlBufferArgs& buffer = args.buffer;
-    const int32_t R = buffer.num_ranks, E = args.num_experts, L = args.local_experts;
-    int32_t* expert_counts = shared_counts;    // [E]
-    int32_t* rank_counts = shared_counts + E;  // [R]
-    for (int i = threadIdx.x; i < E + R; i += blockDim.x) shared_counts[i] = 0;
-    __syncthreads();
-    constexpr int kTokensPerStep = 32 / kTopk;
-    const int lane = int(ptx::lane_id());
-    const int sub = lane / kTopk, k = lane % kTopk;
-    const uint32_t lower = ptx::lanemask_lt();
-    const int warp = int(threadIdx.x / 32), warps = int(blockDim.x / 32);
-    for (int first = warp * kTokensPerStep; first < args.num_tokens; first += warps * kTokensPerStep) {
-        const int t = first + sub;
-        const int32_t expert =
-            sub < kTokensPerStep && t < args.num_tokens ? load_expert<IndexT>(args, t, k, false) : -1;
-        const int32_t rank = expert >= 0 ? expert / L : -1;
-        const uint32_t same_expert = __match_any_sync(0xffffffffu, expert >= 0 ? sub * E + expert : -1);
-        const uint32_t same_rank = __match_any_sync(0xffffffffu, rank >= 0 ? sub * R + rank : -1);
-        if (expert >= 0 && (same_expert & lower) == 0) atomicAdd(expert_counts + expert, 1);
-        if (rank >= 0 && (same_rank & lower) == 0) atomicAdd(rank_counts + rank, 1);
-    }
-    __syncthreads();
+    const int32_t R = buffer.num_ranks, L = args.local_experts;
     const int32_t set = ll_set_of(sequence);
     for (int i = threadIdx.x; i < R * (L + 1); i += blockDim.x) {
         const int32_t q = i / (L + 1), e = i % (L + 1);
         if (shared_mask[q]) continue;
         int32_t* header = buffer.set_layout.header(buffer.set_base(buffer.peer_bases[q], set), buffer.rank);
-        header[e] = e == 0 ? rank_counts[q] : expert_counts[q * L + e - 1];
-    }
-    __syncthreads();
-}
-
-// Last block to finish its sends: raise this rank's flag at every unmasked destination.
-SY_DEVICE void publish_flags(const LlDispatchArgs& args, uint64_t sequence, const uint32_t* shared_mask) {
-    const LlBufferArgs& buffer = args.buffer;
-    const int32_t set = ll_set_of(sequence);
-    for (int q = threadIdx.x; q < buffer.num_ranks; q += blockDim.x) {
-        if (shared_mask[q]) continue;
-        ptx::fence_acq_rel_sys();
-        uint64_t* flags =
-            buffer.signals.flags(buffer.workspace.ll_signals(buffer.peer_bases[q]), kLlDispatch, set);
-        ptx::st_release_sys(flags + buffer.rank, sequence);
+        header[e] = masks.total(e == 0 ? masks.rank(q) : masks.expert(q * L + e - 1));
     }
 }
 
@@ -300,6 +312,11 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
     const uint8_t* record = buffer.set_layout.record(set_base, source, slot, layout.total_bytes);
+    constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
+    // The slice's payload is loaded before the metadata that says where it goes: both loads are
+    // then in flight together.
+    const auto data =
+        ll_load_slice<kLlRecvStepsPerSlice, kPayloadBytes>(record + layout.payload_offset, slice, lane);
     const int32_t* meta = reinterpret_cast<const int32_t*>(record + layout.meta_offset);
     const int32_t token = meta[0];
     int32_t local = -1;
@@ -316,24 +333,11 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     const uint32_t experts = __ballot_sync(0xffffffffu, local >= 0);
     // Global row index (expert-major) of each expert this token lands in, held by lane k.
     const int64_t flat_row = local >= 0 ? local * rows_per_expert + row : 0;
-
-    constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
-    constexpr int kSteps = int((kPayloadBytes + 511) / 512);
     uint8_t* recv_x = static_cast<uint8_t*>(args.recv_x);
-    const int first_step = slice * kLlRecvStepsPerSlice;
-    const int last_step =
-        first_step + kLlRecvStepsPerSlice < kSteps ? first_step + kLlRecvStepsPerSlice : kSteps;
-#pragma unroll 4
-    for (int step = first_step; step < last_step; ++step) {
-        const int64_t offset = int64_t(step) * 512 + lane * 16;
-        const bool active = offset < kPayloadBytes;
-        uint4 chunk;
-        chunk.x = chunk.y = chunk.z = chunk.w = 0;
-        if (active) chunk = *reinterpret_cast<const uint4*>(record + layout.payload_offset + offset);
-        for (uint32_t rest = experts; rest != 0; rest &= rest - 1) {
-            const int64_t target = __shfl_sync(0xffffffffu, flat_row, __ffs(rest) - 1);
-            if (active) *reinterpret_cast<uint4*>(recv_x + target * kPayloadBytes + offset) = chunk;
-        }
+    for (uint32_t rest = experts; rest != 0; rest &= rest - 1) {
+        const int64_t target = __shfl_sync(0xffffffffu, flat_row, __ffs(rest) - 1);
+        ll_store_slice<kLlRecvStepsPerSlice, kPayloadBytes>(recv_x + target * kPayloadBytes, slice, lane,
+                                                            data);
     }
     __syncwarp();
     if (slice != 0) return;
@@ -363,32 +367,44 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     constexpr bool kSend = (kPhases & kLlSendHalf) != 0, kRecv = (kPhases & kLlRecvHalf) != 0;
     extern __shared__ __align__(16) int32_t shared_words[];
     __shared__ uint64_t shared_sequences[2];
-    __shared__ uint32_t shared_flag;
     const LlBufferArgs& buffer = args.buffer;
     const int32_t R = buffer.num_ranks, L = args.local_experts;
     uint32_t* shared_mask = reinterpret_cast<uint32_t*>(shared_words);      // [R]
     uint32_t* shared_present = shared_mask + R;                             // [R]
     int32_t* item_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [R + 1]
-    int32_t* scratch = item_starts + R + 1;                                 // [max(E + R, R * L)]
+    int32_t* scratch = item_starts + R + 1;  // routing masks, then row offsets (ll_dispatch_shared_bytes)
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
-    if (!ll_prologue<kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
-    __syncthreads();
+    ll_trace(buffer, 0);
+    constexpr int kSlices = ll_send_slices(kHidden);
+    const int64_t send_items = int64_t(args.num_tokens) * kSlices;
+    const int32_t sending_blocks =
+        kSend ? ll_sending_blocks(send_items, kNumWarps, buffer.send_items_per_warp) : 0;
+    const bool sends = int32_t(blockIdx.x) < sending_blocks;
+    ll_dispatch_detail::PrefetchedIds ids{};
+    if (sends)
+        ids = ll_dispatch_detail::begin_masks<kTopk, IndexT>(args, reinterpret_cast<uint32_t*>(scratch));
+    if (!ll_prologue<kLlDispatch, kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
+    ll_trace(buffer, 1);
 
     if constexpr (kSend) {
         const uint64_t sequence = shared_sequences[0];
-        constexpr int kSlices = ll_send_slices(kHidden);
-        // The grid's last block has the fewest items (warps take items in grid order), so it
-        // counts and writes the headers first; the flag at the end covers them.
-        if (blockIdx.x == gridDim.x - 1)
-            ll_dispatch_detail::write_headers<kTopk, IndexT>(args, sequence, shared_mask, scratch);
-        for (int32_t item = global_warp; item < args.num_tokens * kSlices; item += num_warps)
-            ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(
-                args, item / kSlices, item % kSlices, sequence, shared_mask);
-        if (ll_last_block_arrives(buffer.workspace.counters(buffer.local_base), &shared_flag))
-            ll_dispatch_detail::publish_flags(args, sequence, shared_mask);
-        __syncthreads();
+        if (sends) {
+            const ll_dispatch_detail::RoutingMasks masks = ll_dispatch_detail::finish_masks<kTopk, IndexT>(
+                args, reinterpret_cast<uint32_t*>(scratch), ids);
+            ll_trace(buffer, 2);
+            for (int64_t item = global_warp; item < send_items; item += int64_t(sending_blocks) * kNumWarps)
+                ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(
+                    args, int32_t(item / kSlices), int32_t(item % kSlices), sequence, shared_mask, masks);
+            ll_trace(buffer, 3);
+            // Headers after the records: their stores overlap the records' still in flight.
+            if (blockIdx.x == 0) ll_dispatch_detail::write_headers(args, sequence, shared_mask, masks);
+            ll_trace(buffer, 4);
+            ll_arrive(buffer, kLlDispatch, sequence, sending_blocks, shared_mask);
+            ll_trace(buffer, 5);
+        }
+        __syncthreads();  // the receive half reuses the masks' shared memory
     }
 
     if constexpr (kRecv) {
@@ -396,29 +412,43 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         if (!ll_wait_sources(buffer, kLlDispatch, sequence, shared_mask, shared_present,
                              args.wait_time_stats))
             return;
+        ll_trace(buffer, 6);
         uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
-        // Row offsets: source s's rows of local expert e start after those of sources < s.
-        for (int e = threadIdx.x; e < L; e += blockDim.x) {
+        // Row offsets: source s's rows of local expert e start after those of sources < s. The
+        // headers of up to 8 sources are loaded before they are summed (independent loads).
+        constexpr int kBatch = 8;
+        for (int e = threadIdx.x; e <= L; e += blockDim.x) {
+            // e < L: rows of local expert e; e == L: records (tokens) per source, into item_starts.
             int32_t running = 0;
-            for (int s = 0; s < R; ++s) {
-                scratch[s * L + e] = running;
-                if (shared_present[s]) running += buffer.set_layout.header(set_base, s)[1 + e];
+            for (int first = 0; first < R; first += kBatch) {
+                int32_t counts[kBatch];
+#pragma unroll
+                for (int j = 0; j < kBatch; ++j) {
+                    const int s = first + j;
+                    counts[j] = s < R && shared_present[s]
+                                    ? buffer.set_layout.header(set_base, s)[e < L ? 1 + e : 0]
+                                    : 0;
+                }
+#pragma unroll
+                for (int j = 0; j < kBatch; ++j) {
+                    if (first + j >= R) break;
+                    if (e < L)
+                        scratch[(first + j) * L + e] = running;
+                    else
+                        item_starts[first + j] = running;
+                    running += counts[j];
+                }
             }
-            if (blockIdx.x == 0) {
+            if (e == L) {
+                item_starts[R] = running;
+            } else if (blockIdx.x == 0) {
                 args.recv_count[e] = running;
                 if (args.cumulative_local_expert_recv_stats)
                     args.cumulative_local_expert_recv_stats[e] += running;
             }
         }
-        if (threadIdx.x == 0) {
-            int32_t running = 0;
-            for (int s = 0; s < R; ++s) {
-                item_starts[s] = running;
-                if (shared_present[s]) running += buffer.set_layout.header(set_base, s)[0];
-            }
-            item_starts[R] = running;
-        }
         __syncthreads();
+        ll_trace(buffer, 7);
         constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
         constexpr int kRecvSlices =
             int(((kPayloadBytes + 511) / 512 + kLlRecvStepsPerSlice - 1) / kLlRecvStepsPerSlice);
@@ -429,7 +459,9 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             ll_dispatch_detail::receive_record<kHidden, kTopk, kScaleKind>(
                 args, set_base, source, record - item_starts[source], item % kRecvSlices, scratch);
         }
+        ll_trace(buffer, 8);
     }
+    ll_trace(buffer, kLlTraceSlots - 1);
 }
 
 #endif

@@ -1,8 +1,9 @@
 // Where the low-latency (LL) kernels keep their signals and data (DESIGN.md §5, LL).
 //
 // Signals live in the control workspace (WorkspaceLayout::ll_signals): zero at creation and after
-// reset(), monotone afterwards. Data lives in the buffer's LL region: two sets (ops alternate
-// between them by sequence number, so two ops may be in flight), each holding
+// reset(), monotone afterwards (per-source arrival counters, ll_sync.cuh). Data lives in the
+// buffer's LL region: two sets (each op kind alternates between them by its own sequence number,
+// so two ops of a kind may be in flight), each holding
 //
 //   dispatch headers   [R sources]             {int32 num_tokens, int32 count[L]}: what source s
 //                                              sent here (tokens, rows per local expert)
@@ -20,7 +21,7 @@
 
 namespace switchyard::device {
 
-// Sequence numbers start at 1, so a zero signal always means "not arrived"; op n uses set n & 1.
+// Sequence numbers (per op kind) start at 1; op n of a kind uses set n & 1.
 SY_HOST_DEVICE int32_t ll_set_of(uint64_t sequence) {
     return int32_t(sequence & 1u);
 }
@@ -30,7 +31,7 @@ enum LlSignalKind : int32_t { kLlDispatch = 0, kLlCombine = 1 };
 // Layout of the LL signal area (fits WorkspaceLayout::ll_signal_bytes_for(R)).
 struct LlSignalLayout {
     int32_t num_ranks = 0;
-    int64_t flags_offset = 0;    // [2 kinds][2 sets][R] uint64: slot s = source s's op sequence
+    int64_t flags_offset = 0;    // [2 kinds][2 sets][R] uint64: source s's arrivals (ll_arrive)
     int64_t decided_offset = 0;  // [2 kinds][2 sets] uint64: masking mode, arrivals of op `seq` decided
     int64_t mask_offset = 0;     // [R] uint32: 1 = rank masked (unresponsive), skipped by later ops
     int64_t total_bytes = 0;

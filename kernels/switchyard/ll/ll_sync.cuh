@@ -1,6 +1,7 @@
 // Synchronisation shared by the LL kernels: the per-op sequence numbers (device counters, so
-// CUDA-graph replays stay valid), the "last block publishes" step, and the wait for every source's
-// signal, with optional masking of a source that does not arrive in time.
+// CUDA-graph replays stay valid), the per-source arrival counters that sending blocks raise, and
+// the wait for every source's arrivals, with optional masking of a source that does not arrive in
+// time.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -24,6 +25,8 @@ struct LlBufferArgs {
     int32_t num_ranks;
     int32_t mask_unresponsive;  // 1: a source that times out is masked instead of failing the op
     Diagnostics diagnostics;
+    uint64_t* trace;  // optional [kLlTraceSlots]: block 0's clock at each phase (SWITCHYARD_LL_TRACE=1)
+    int32_t send_items_per_warp;  // work items per sending warp (ll_sending_blocks)
 
     SY_HOST_DEVICE uint8_t* set_base(uint8_t* base, int32_t set) const {
         return base + ll_offset + set * ll_set_bytes;
@@ -31,56 +34,113 @@ struct LlBufferArgs {
     SY_HOST_DEVICE uint8_t* signal_area() const { return workspace.ll_signals(local_base); }
 };
 
+// Arrivals. A sending block raises, at every unmasked destination, that destination's arrival
+// counter of (kind, set, this source) once, after all its stores (system fence, release add). The
+// counters only grow: block 0 adds 2^32 - S + 1 and the S - 1 other sending blocks add 1, so each
+// op adds exactly 2^32 however many blocks sent, and a receiver needs no count from the sender.
+// Op `sequence` (of its kind) is the ceil(sequence / 2)-th op of that kind on its set, so its data
+// is complete once the counter reaches ll_arrival_target(sequence). (A single counter per source replaces a
+// grid-wide "last block publishes" election: no block waits for another block of its own grid.)
+SY_HOST_DEVICE constexpr uint64_t ll_arrival_target(uint64_t sequence) {
+    return ((sequence + 1) / 2) << 32;
+}
+
+// Blocks that send (and arrive): enough for `send_items_per_warp` work items per warp, at least
+// one (block 0 also writes what an empty op must publish), at most the grid. Fewer senders mean
+// fewer system fences and remote adds per op (bench/micro/sync_costs.cu: 132 remote arrivals cost
+// ~2 us more than 8) but more items in a row per warp; the other blocks only receive. The default
+// is kLlSendItemsPerWarp; SWITCHYARD_LL_SEND_ITEMS_PER_WARP overrides it (launch/ll_launch). At 128
+// tokens, hidden 7168, EP2 (graph replay): 1 item 25.1 us, 2 items 25.8 us, 4 items 30.4 us.
+constexpr int kLlSendItemsPerWarp = 1;
+
+// Phase trace (a profiling aid, off unless SWITCHYARD_LL_TRACE=1): block 0 records clock64() at
+// each mark, and the grid's first start and last end (global timer) are gathered in workspace
+// counters; the last block to finish copies them into the trace and sets its last slot to 1 for the
+// host to print and clear. The trace is mapped host memory: only single stores go there.
+constexpr int kLlTraceSlots = 16;
+constexpr int kLlTraceGridStart = 13;  // earliest block start (global timer, ns)
+constexpr int kLlTraceGridEnd = 14;    // latest block end
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
-// Block prologue: reads this op's send and receive sequence numbers (counter + 1) into
-// `shared_sequences` and the mask snapshot into `shared_mask` [R]. The last block to have read them
-// advances the counters of the halves this kernel runs; the next LL kernel in the stream sees them.
-// Returns false (in every thread of the block) when the buffer is already poisoned: an op queued
-// behind a failed one must neither send nor signal, or peers would consume its garbage.
-template <bool kSend, bool kRecv>
+// A trace mark; every thread of the block must call it at the same point (it synchronises the
+// block when tracing, so the mark is taken once all threads are done with the phase before it).
+SY_DEVICE void ll_trace(const LlBufferArgs& buffer, int point) {
+    if (buffer.trace == nullptr) return;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    if (blockIdx.x == 0 && point != kLlTraceSlots - 1) buffer.trace[point] = clock64();
+    auto* counters = reinterpret_cast<unsigned long long*>(buffer.workspace.counters(buffer.local_base));
+    if (point == 0) atomicMax(counters + kCounterLlTraceStart, ~(unsigned long long)ptx::globaltimer_ns());
+    if (point != kLlTraceSlots - 1) return;
+    atomicMax(counters + kCounterLlTraceEnd, (unsigned long long)ptx::globaltimer_ns());
+    ptx::fence_acq_rel_gpu();
+    if (atomicAdd(counters + kCounterLlTraceBlocks, 1ull) != gridDim.x - 1) return;
+    ptx::fence_acq_rel_gpu();
+    buffer.trace[kLlTraceGridStart] = ~counters[kCounterLlTraceStart];
+    buffer.trace[kLlTraceGridEnd] = counters[kCounterLlTraceEnd];
+    counters[kCounterLlTraceBlocks] = counters[kCounterLlTraceStart] = counters[kCounterLlTraceEnd] = 0;
+    __threadfence_system();
+    buffer.trace[kLlTraceSlots - 1] = 1;
+}
+
+// Block prologue: reads this op's send and receive sequence numbers (counter + 1, the counters of
+// op kind `kKind`) into `shared_sequences` and the mask snapshot into `shared_mask` [R], then
+// synchronises the block. The block's last thread then arrives on the prologue counter without
+// holding the others up (one global round trip less before the first send); the last block to
+// arrive advances the counters of the halves this kernel runs, which the next LL kernel in the
+// stream reads. Returns false (in every thread of the block) when the buffer is already poisoned:
+// an op queued behind a failed one must neither send nor signal, or peers would consume its garbage.
+template <int32_t kKind, bool kSend, bool kRecv>
 SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
+    constexpr int32_t kSendCounter = kKind == kLlDispatch ? kCounterLlDispatchSend : kCounterLlCombineSend;
+    constexpr int32_t kRecvCounter = kKind == kLlDispatch ? kCounterLlDispatchRecv : kCounterLlCombineRecv;
     __shared__ int healthy;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     if (threadIdx.x == 0) {
-        shared_sequences[0] = ptx::ld_relaxed_sys(counters + kCounterLlSend) + 1;
-        shared_sequences[1] = ptx::ld_relaxed_sys(counters + kCounterLlRecv) + 1;
+        shared_sequences[0] = ptx::ld_relaxed_sys(counters + kSendCounter) + 1;
+        shared_sequences[1] = ptx::ld_relaxed_sys(counters + kRecvCounter) + 1;
         healthy = !is_poisoned(buffer.diagnostics);
     }
     const uint32_t* mask = buffer.signals.mask(buffer.signal_area());
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
         shared_mask[s] = ptx::ld_relaxed_gpu(mask + s);
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == blockDim.x - 1) {
+        // The block's reads of the counters (thread 0, before the barrier) precede this arrival.
         ptx::fence_acq_rel_gpu();
-        auto* arrived = reinterpret_cast<unsigned long long*>(counters + kCounterLlBlocksDone2);
+        auto* arrived = reinterpret_cast<unsigned long long*>(counters + kCounterLlBlocksDone);
         if (atomicAdd(arrived, 1ull) == gridDim.x - 1) {
             ptx::fence_acq_rel_gpu();
             *arrived = 0;
-            if (kSend) counters[kCounterLlSend] = shared_sequences[0];
-            if (kRecv) counters[kCounterLlRecv] = shared_sequences[1];
+            if (kSend) counters[kSendCounter] = shared_sequences[0];
+            if (kRecv) counters[kRecvCounter] = shared_sequences[1];
         }
     }
     return healthy != 0;
 }
 
-// Every block calls this after its sends: each block fences its writes (system scope) and arrives
-// on the local counter; returns true in the last block to arrive (which resets the counter). All
-// data of all blocks is then visible to whoever acquires what the last block releases.
-SY_DEVICE bool ll_last_block_arrives(uint64_t* counters, uint32_t* shared_flag) {
+// Blocks that send: `items_per_warp` items per warp, at least one, at most the grid.
+SY_DEVICE int32_t ll_sending_blocks(int64_t items, int32_t warps_per_block, int32_t items_per_warp) {
+    const int64_t per_block = int64_t(warps_per_block) * items_per_warp;
+    const int64_t wanted = (items + per_block - 1) / per_block;
+    return int32_t(wanted < 1 ? 1 : (wanted > int64_t(gridDim.x) ? int64_t(gridDim.x) : wanted));
+}
+
+// Called by every sending block after its stores (all threads): raises this rank's arrival counter
+// of `kind` at every unmasked destination.
+SY_DEVICE void ll_arrive(const LlBufferArgs& buffer, int32_t kind, uint64_t sequence, int32_t sending_blocks,
+                         const uint32_t* shared_mask) {
     __syncthreads();
-    if (threadIdx.x == 0) {
+    const int32_t set = ll_set_of(sequence);
+    for (int q = threadIdx.x; q < buffer.num_ranks; q += blockDim.x) {
+        if (shared_mask[q]) continue;
+        uint64_t* counters =
+            buffer.signals.flags(buffer.workspace.ll_signals(buffer.peer_bases[q]), kind, set);
+        const uint64_t amount = blockIdx.x == 0 ? (uint64_t(1) << 32) - uint64_t(sending_blocks) + 1 : 1;
         ptx::fence_acq_rel_sys();
-        auto* arrived = reinterpret_cast<unsigned long long*>(counters + kCounterLlBlocksDone);
-        const bool last = atomicAdd(arrived, 1ull) == gridDim.x - 1;
-        if (last) {
-            ptx::fence_acq_rel_sys();
-            *arrived = 0;
-        }
-        *shared_flag = last ? 1u : 0u;
+        ptx::red_add_release_sys(counters + buffer.rank, amount);
     }
-    __syncthreads();
-    return *shared_flag != 0;
 }
 
 // Spins until *address >= target. False on timeout (no error record) or when the buffer is poisoned.
@@ -96,7 +156,7 @@ SY_DEVICE bool ll_wait_bounded(const uint64_t* address, uint64_t target, const D
     }
 }
 
-// Block-level wait until every unmasked source's signal of `kind` reached `sequence`. Fills
+// Block-level wait until every unmasked source's arrivals of `kind` for op `sequence` are complete. Fills
 // `shared_present` [R] (1 = the source's data of this op is here). Without masking a source that
 // does not arrive in time is a TimeoutError; with masking, block 0 masks it and publishes its
 // decision, which the other blocks follow, so all blocks agree on the sources. Returns false when
@@ -108,13 +168,14 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
     const int32_t set = ll_set_of(sequence);
     const uint64_t* flags = buffer.signals.flags(signals, kind, set);
     const int32_t phase = kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine;
+    const uint64_t target = ll_arrival_target(sequence);
     const bool record_stats = wait_time_stats != nullptr && blockIdx.x == 0;
     if (!buffer.mask_unresponsive) {
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
             shared_present[s] = shared_mask[s] == 0;
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            wait_at_least(flags + s, sequence, buffer.diagnostics, phase, s);
+            wait_at_least(flags + s, target, buffer.diagnostics, phase, s);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
                           (unsigned long long)(ptx::globaltimer_ns() - start));
@@ -130,7 +191,7 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            const bool arrived = ll_wait_bounded(flags + s, sequence, buffer.diagnostics);
+            const bool arrived = ll_wait_bounded(flags + s, target, buffer.diagnostics);
             if (!arrived && !is_poisoned(buffer.diagnostics)) atomicExch(mask + s, 1u);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
