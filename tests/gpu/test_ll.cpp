@@ -195,6 +195,29 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
     }
 }
 
+// A small EP2 case for compute-sanitizer (memcheck / racecheck): `gpu_test_ll Sanitizer`. One
+// round plain and one in hook mode, fp8 with fp32 scales, a few tokens.
+SY_TEST(LowLatencySanitizer, SmallEp2RoundTrip) {
+    require_gpus(1);
+    Case c;
+    c.hidden = 2048, c.topk = 4, c.experts = 16, c.tokens = {5, 3}, c.seed = 31;
+    const Scenario sc = make_scenario(c, 2);
+    run_ranks(2, 1, [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, ll_config(c));
+        RankInputs inputs(c, 2, env.device);
+        RoundScratch scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden);
+        SY_CUDA_OK(cudaDeviceSynchronize());
+        env.communicator->barrier(std::chrono::seconds(60));
+        for (int round = 0; round < 2; ++round) {
+            Options options;
+            options.hook = round == 1;
+            options.stats = true;
+            run_round(buffer, env, sc, inputs, scratch, options,
+                      "sanitizer case round " + std::to_string(round));
+        }
+    });
+}
+
 SY_TEST(LowLatency, RejectsBadArguments) {
     require_gpus(1);
     run_ranks(1, 1, [&](RankEnv& env) {
