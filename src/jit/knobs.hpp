@@ -8,7 +8,9 @@
 //   SWITCHYARD_JIT_LINE_INFO=1         compile with -lineinfo (for profilers / compute-sanitizer)
 //   SWITCHYARD_JIT_FAIL_ON_SPILLS=1    throw CompileError when ptxas reports register spills
 //   SWITCHYARD_JIT_PLAIN_LAUNCHES=1    cooperative launches become plain ones (launch.cpp; an
-//                                      experiment: no measurable difference on H200)
+//                                      experiment: no measurable difference on H200, HT or LL)
+//   SWITCHYARD_JIT_CARVEOUT=<0..100>   one preferred shared-memory carveout for every kernel
+//                                      (kernel.cpp; an experiment on kernel-switch cost)
 #pragma once
 
 #include <string>
