@@ -210,16 +210,21 @@ int run_ht_bench(int argc, char** argv) {
         SWITCHYARD_BENCH_CUDA(cudaDeviceSynchronize());
     });
 
-    // The model's choice for this shape.
-    SmModelInput model_input;
-    model_input.num_experts = E;
-    model_input.topk = K;
-    model_input.num_ranks = R;
-    model_input.num_device_sms = ranks[0].buffer->sm_budget();
-    const SmModelResult model = model_num_sms(model_input);
+    // The model's choice for this shape, per op (the library's defaults: H200 constants, the
+    // combine's default share of sending warps).
+    auto model_for = [&](SmModelOp op) {
+        SmModelInput model_input;
+        model_input.num_experts = E;
+        model_input.topk = K;
+        model_input.num_ranks = R;
+        model_input.num_device_sms = ranks[0].buffer->sm_budget();
+        model_input.op = op;
+        return model_num_sms(model_input).num_sms;
+    };
+    const int model_sms[2] = {model_for(SmModelOp::kDispatch), model_for(SmModelOp::kCombine)};
     std::vector<int> sms_list = options.sweep;
-    if (std::find(sms_list.begin(), sms_list.end(), model.num_sms) == sms_list.end())
-        sms_list.push_back(model.num_sms);
+    for (int sms : model_sms)
+        if (std::find(sms_list.begin(), sms_list.end(), sms) == sms_list.end()) sms_list.push_back(sms);
     std::sort(sms_list.begin(), sms_list.end());
 
     std::vector<BenchRecord> records;
@@ -354,8 +359,8 @@ int run_ht_bench(int argc, char** argv) {
                     JsonValue(summarize(op == 0 ? host_dispatch_us[0] : host_combine_us[0]).median));
                 record.extra.emplace_back("count_mode", JsonValue(std::string("device")));
                 record.extra.emplace_back("launch_on_caller_stream", JsonValue(options.caller_stream));
-                record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model.num_sms)));
-                record.extra.emplace_back("is_model_choice", JsonValue(sms == model.num_sms));
+                record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model_sms[op])));
+                record.extra.emplace_back("is_model_choice", JsonValue(sms == model_sms[op]));
                 record.extra.emplace_back("peer_bound_bidirectional_gbps",
                                           JsonValue(peer_bound_bidirectional));
                 record.extra.emplace_back(
@@ -373,7 +378,8 @@ int run_ht_bench(int argc, char** argv) {
     // Model check: is the model's choice within 5% of the sweep's best?
     JsonObject meta;
     meta.emplace_back("tool", JsonValue(std::string("switchyard-bench ht")));
-    meta.emplace_back("model_num_sms", JsonValue(int64_t(model.num_sms)));
+    meta.emplace_back("model_num_sms_dispatch", JsonValue(int64_t(model_sms[0])));
+    meta.emplace_back("model_num_sms_combine", JsonValue(int64_t(model_sms[1])));
     for (bool fp8 : {true, false})
         for (int op = 0; op < 2; ++op) {
             auto& medians = op == 0 ? dispatch_median : combine_median;
@@ -381,12 +387,12 @@ int run_ht_bench(int argc, char** argv) {
             int best_sms = 0;
             for (int sms : sms_list)
                 if (medians[{fp8, sms}] < best) best = medians[{fp8, sms}], best_sms = sms;
-            const double at_model = medians[{fp8, model.num_sms}];
+            const double at_model = medians[{fp8, model_sms[op]}];
             const std::string key = std::string(op == 0 ? "dispatch_" : "combine_") + (fp8 ? "fp8" : "bf16");
             meta.emplace_back(key + "_best_sms", JsonValue(int64_t(best_sms)));
             meta.emplace_back(key + "_model_over_best", JsonValue(at_model / best));
             std::printf("  %s: best %d SMs (%.1f us); model's %d SMs: %.1f us (%.3f of best time)\n",
-                        key.c_str(), best_sms, best, model.num_sms, at_model, at_model / best);
+                        key.c_str(), best_sms, best, model_sms[op], at_model, at_model / best);
         }
     print_results_table(records);
     if (!options.out.empty()) {

@@ -18,10 +18,17 @@ double expected_distinct_groups(int num_experts, int topk, int num_groups);
 
 struct ArchBandwidth {
     double sm_read_gbps = 200.0;  // one SM reading local HBM with bulk copies
-    double sm_write_gbps = 75.0;  // one SM storing to a peer over NVLink
-    double nvlink_gbps = 390.0;   // per direction, copy-engine peer bound
-    double rdma_gbps = 46.0;      // per NIC, scale-out
+    // One SM storing to a peer over NVLink, as the HT dispatch achieves it (calibrated: the EP2
+    // sweeps on H200 at 00a3970 and 6de2917 have both dispatches fastest at 16 SMs, which 65
+    // gives; 75 gave 14 SMs, 1.08x the best FP8 time).
+    double sm_write_gbps = 65.0;
+    double nvlink_gbps = 390.0;  // per direction, copy-engine peer bound
+    double rdma_gbps = 46.0;     // per NIC, scale-out
 };
+
+// Which kernel the SM count is for. The HT combine gives only some of each block's warps to
+// sending (the others reduce), so one of its SMs writes at that share of sm_write_gbps.
+enum class SmModelOp { kDispatch, kCombine };
 
 // Constants for a compute capability (9.x: measured on H200 NV18; others: conservative leads).
 ArchBandwidth default_arch_bandwidth(int compute_capability_major);
@@ -35,6 +42,8 @@ struct SmModelInput {
     int max_sms = 0;         // budget (e.g. SMs / ranks sharing the GPU); 0 = num_device_sms
     double headroom = 1.25;  // over the balanced-load estimate
     ArchBandwidth bandwidth{};
+    SmModelOp op = SmModelOp::kDispatch;
+    double combine_send_fraction = 6.0 / 16.0;  // sending warps of an HT combine block (6 of 16)
 };
 
 struct SmModelResult {

@@ -16,7 +16,9 @@
 namespace switchyard {
 namespace {
 
-int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk) {
+int combine_send_warps();
+
+int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
     const int budget = impl.sm_budget;
     int num_sms = requested > 0 ? requested : impl.config.num_sms;
     if (num_sms > budget)
@@ -34,6 +36,8 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     int major = 9;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl.device);
     input.bandwidth = default_arch_bandwidth(major);
+    input.op = op;
+    input.combine_send_fraction = combine_send_warps() / 16.0;
     return std::max(1, model_num_sms(input).num_sms);
 }
 
@@ -97,7 +101,7 @@ DispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArgs& args, i
             args.x_scales.dtype == DType::kFloat32 ? device::kScaleFloat32 : device::kScaleUe8m0;
     }
     plan.record = device::RecordLayout::dispatch(hidden, plan.payload_kind, plan.scale_kind, topk);
-    plan.num_sms = choose_num_sms(impl, args.num_sms, args.num_experts, topk);
+    plan.num_sms = choose_num_sms(impl, args.num_sms, args.num_experts, topk, SmModelOp::kDispatch);
     return plan;
 }
 
@@ -427,8 +431,9 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.out_stride = result.out.view().strides[0];
         combine.combined_weights =
             result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
-        launch::launch_ht_combine(context, combine,
-                                  choose_num_sms(impl, args.num_sms, handle->num_experts, K));
+        launch::launch_ht_combine(
+            context, combine,
+            choose_num_sms(impl, args.num_sms, handle->num_experts, K, SmModelOp::kCombine));
     });
     return result;
 }

@@ -37,6 +37,8 @@ SmModelResult model_num_sms(const SmModelInput& input) {
     if (input.num_ranks < 1 || input.num_nodes < 1 || input.num_ranks % input.num_nodes != 0)
         throw InvalidArgument("model_num_sms: ranks must split evenly into nodes");
     if (input.num_device_sms < 2) throw InvalidArgument("model_num_sms: num_device_sms must be >= 2");
+    if (!(input.combine_send_fraction > 0.0 && input.combine_send_fraction <= 1.0))
+        throw InvalidArgument("model_num_sms: combine_send_fraction must be in (0, 1]");
     const ArchBandwidth& bw = input.bandwidth;
     SmModelResult result;
     result.expected_ranks_per_token =
@@ -77,7 +79,9 @@ SmModelResult model_num_sms(const SmModelInput& input) {
     // Token bytes per second the link can absorb, and the SMs needed to read and write that much.
     const double token_rate = result.link_gbps / result.link_bytes_per_token;
     const double sms_for_reads = token_rate * result.sm_read_bytes_per_token / bw.sm_read_gbps;
-    const double sms_for_writes = token_rate * result.sm_write_bytes_per_token / bw.sm_write_gbps;
+    const double write_gbps =
+        bw.sm_write_gbps * (input.op == SmModelOp::kCombine ? input.combine_send_fraction : 1.0);
+    const double sms_for_writes = token_rate * result.sm_write_bytes_per_token / write_gbps;
     result.exact_sms = std::max(sms_for_reads, sms_for_writes);
     int sms = static_cast<int>(std::ceil(result.exact_sms * input.headroom));
     sms += sms % 2;  // even, so SM pairs (clusters of 2) stay whole

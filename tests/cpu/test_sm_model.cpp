@@ -32,25 +32,37 @@ SY_TEST(SmModel, DegenerateGroupings) {
 SY_TEST(SmModel, Ep2OnH200ByHand) {
     // EP2, top-8 of 256: D = 1.99302; NVLink bytes per token byte = D * (2-1)/2 = 0.99651.
     // Token rate the link absorbs: 390 / 0.99651 = 391.366 GB/s of token payload.
-    // Writes: 391.366 * 1.99302 / 75 = 10.4000 SMs; reads: 391.366 / 200 = 1.957 SMs.
-    // With 1.25 headroom: 13.0000 -> ceil 13 -> even 14.
+    // Writes: 391.366 * 1.99302 / 65 = 12.0000 SMs; reads: 391.366 / 200 = 1.957 SMs.
+    // With 1.25 headroom: 15.0000 -> ceil 15 -> even 16.
     SmModelInput input;
     input.num_ranks = 2;
     input.bandwidth = default_arch_bandwidth(9);
     const SmModelResult result = model_num_sms(input);
     SY_CHECK_EQ(result.bottleneck, std::string("nvlink"));
     SY_CHECK(near(result.link_bytes_per_token, 0.9965100577, 1e-9));
-    SY_CHECK(near(result.exact_sms, 390.0 / 0.5 / 75.0, 1e-9));  // D cancels: R/(R-1) * link / write
-    SY_CHECK_EQ(result.num_sms, 14);
+    SY_CHECK(near(result.exact_sms, 390.0 / 0.5 / 65.0, 1e-9));  // D cancels: R/(R-1) * link / write
+    SY_CHECK_EQ(result.num_sms, 16);
+}
+
+SY_TEST(SmModel, Ep2CombineWritesWithItsSendingWarpsOnly) {
+    // The combine's SMs write at 6/16 of the rate: exact = 12 / 0.375 = 32; * 1.25 = 40.
+    SmModelInput input;
+    input.num_ranks = 2;
+    input.op = SmModelOp::kCombine;
+    const SmModelResult result = model_num_sms(input);
+    SY_CHECK(near(result.exact_sms, 390.0 / 0.5 / (65.0 * 6.0 / 16.0), 1e-9));
+    SY_CHECK_EQ(result.num_sms, 40);
+    input.combine_send_fraction = 0.0;
+    SY_CHECK_THROWS_WITH(model_num_sms(input), InvalidArgument, "combine_send_fraction");
 }
 
 SY_TEST(SmModel, Ep8AndBudget) {
-    // EP8: exact = link * R / (R - 1) / write = 390 * 8/7 / 75 = 5.942857; * 1.25 = 7.43 -> 8.
+    // EP8: exact = link * R / (R - 1) / write = 390 * 8/7 / 65 = 6.857143; * 1.25 = 8.57 -> 9 -> 10.
     SmModelInput input;
     input.num_ranks = 8;
     SmModelResult result = model_num_sms(input);
-    SY_CHECK(near(result.exact_sms, 390.0 * 8.0 / 7.0 / 75.0, 1e-9));
-    SY_CHECK_EQ(result.num_sms, 8);
+    SY_CHECK(near(result.exact_sms, 390.0 * 8.0 / 7.0 / 65.0, 1e-9));
+    SY_CHECK_EQ(result.num_sms, 10);
     // Eight ranks sharing one GPU: budget 132 / 8 = 16 SMs each; a slow link needs fewer.
     input.max_sms = 3;
     result = model_num_sms(input);
@@ -60,14 +72,14 @@ SY_TEST(SmModel, Ep8AndBudget) {
 SY_TEST(SmModel, TwoNodesRdmaBound) {
     // 2 nodes x 8 ranks over 46 GB/s RDMA: RDMA bytes = N_d * 1/2 with N_d = 1.99302 -> 0.99651;
     // NVLink bytes = D16 * 7/16. RDMA time dominates; token rate = 46 / 0.99651 = 46.161 GB/s;
-    // writes: 46.161 * D16 / 75 with D16 = expected_distinct_groups(256, 8, 16).
+    // writes: 46.161 * D16 / 65 with D16 = expected_distinct_groups(256, 8, 16).
     SmModelInput input;
     input.num_ranks = 16;
     input.num_nodes = 2;
     const SmModelResult result = model_num_sms(input);
     SY_CHECK_EQ(result.bottleneck, std::string("rdma"));
     const double d16 = expected_distinct_groups(256, 8, 16);
-    SY_CHECK(near(result.exact_sms, 46.0 / 0.9965100577 * d16 / 75.0, 1e-6));
+    SY_CHECK(near(result.exact_sms, 46.0 / 0.9965100577 * d16 / 65.0, 1e-6));
     SY_CHECK_EQ(result.num_sms % 2, 0);
 }
 
