@@ -4,8 +4,11 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/cuda_check.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::comm {
 namespace {
@@ -87,6 +90,16 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
     // only on the legacy stream, which our non-blocking streams do not wait for: without this, the
     // first kernel could read a half-written table (stale pointers into a freed buffer).
     SY_CUDA_CHECK(cudaDeviceSynchronize());
+    // Read the table back: a stale entry (a pointer into a freed buffer whose address another
+    // buffer now holds) would make this rank write its signals into the wrong rank's memory, the
+    // suspected cause of a rare barrier-stress failure with co-located ranks (design notes §3).
+    std::vector<uint8_t*> check(num_ranks, nullptr);
+    SY_CUDA_CHECK(
+        cudaMemcpy(check.data(), device_peer_table_, sizeof(uint8_t*) * num_ranks, cudaMemcpyDeviceToHost));
+    for (int peer = 0; peer < num_ranks; ++peer)
+        if (check[peer] != peers_[peer])
+            throw Error("switchyard: rank " + std::to_string(communicator.rank()) +
+                        ": the device peer table holds a stale address for rank " + std::to_string(peer));
 }
 
 SymmetricMemory::~SymmetricMemory() {
