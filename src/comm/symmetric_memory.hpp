@@ -31,6 +31,12 @@ class SymmetricMemory {
     uint8_t* peer(int rank) const { return peers_[rank]; }
     // The same table in device memory, for kernels: uint8_t* [R].
     uint8_t* const* device_peer_table() const { return device_peer_table_; }
+    // XOR of the table's entries, for kernels to check the table against (barrier kernel).
+    uint64_t peer_table_digest() const {
+        uint64_t digest = 0;
+        for (uint8_t* peer : peers_) digest ^= reinterpret_cast<uint64_t>(peer);
+        return digest;
+    }
 
   private:
     int device_ = 0;

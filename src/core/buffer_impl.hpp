@@ -70,6 +70,7 @@ struct Buffer::Impl {
         context.num_ranks = communicator->size();
         context.local_base = memory->local();
         context.peer_bases = memory->device_peer_table();
+        context.peer_table_digest = memory->peer_table_digest();
         context.layout = layout;
         context.diagnostics.record = errors->device_record();
         context.diagnostics.poison = layout.workspace.poison(memory->local());

@@ -66,6 +66,12 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
                 << " kernel before any data moved); call reset() on all ranks before reusing the buffer";
         throw InvalidArgument(message.str());
     }
+    if (record.kind == device::kErrorPeerTable) {
+        message << "switchyard: rank " << record.rank << ": the device peer table was overwritten after "
+                << "creation (digest " << record.expected << " expected, " << record.observed
+                << " found by the barrier kernel); the buffer is poisoned";
+        throw Error(message.str());
+    }
     if (record.kind == device::kErrorSequenceMismatch) {
         message << "switchyard: rank " << record.rank << " is running op " << record.expected << " but rank "
                 << record.peer << " published op " << record.observed << " in phase '"

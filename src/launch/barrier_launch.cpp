@@ -16,6 +16,7 @@ void launch_barrier(const LaunchContext& context) {
                         context.device);
     device::BarrierArgs args{};
     args.peer_bases = context.peer_bases;
+    args.peer_table_digest = context.peer_table_digest;
     args.local_base = context.local_base;
     args.workspace = context.layout.workspace;
     args.rank = context.rank;

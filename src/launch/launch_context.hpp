@@ -21,6 +21,7 @@ struct LaunchContext {
     int32_t num_ranks = 1;
     uint8_t* local_base = nullptr;
     uint8_t* const* peer_bases = nullptr;  // device array [R]
+    uint64_t peer_table_digest = 0;        // XOR of its entries as the host wrote them
     device::BufferLayout layout{};
     device::Diagnostics diagnostics{};
     int sm_budget = 1;

@@ -17,6 +17,7 @@ enum ErrorKind : uint32_t {
     kErrorTimeout = 1,
     kErrorInvalidRouting = 2,
     kErrorSequenceMismatch = 3,  // a peer published another op's sequence than this rank is running
+    kErrorPeerTable = 4,         // the device peer table no longer holds what the host wrote
 };
 
 // Where a wait happened; the host prints these names.

@@ -15,6 +15,7 @@ namespace switchyard::device {
 
 struct BarrierArgs {
     uint8_t* const* peer_bases;  // [R] each rank's buffer base as mapped here (device array)
+    uint64_t peer_table_digest;  // XOR of the table's entries as the host wrote them
     uint8_t* local_base;
     WorkspaceLayout workspace;
     int32_t rank;
@@ -28,7 +29,20 @@ template <int kNumThreads>
 __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_constant__ BarrierArgs args) {
     uint64_t* counter = args.workspace.counters(args.local_base) + kCounterBarrier;
     const uint64_t sequence = *counter + 1;
+    // A rare failure with co-located ranks (design notes §3) looks like one rank signalling into
+    // wrong addresses: check the peer table against the host's digest before writing through it.
+    __shared__ int table_ok;
+    if (threadIdx.x == 0) {
+        uint64_t digest = 0;
+        for (int peer = 0; peer < args.num_ranks; ++peer)
+            digest ^= reinterpret_cast<uint64_t>(args.peer_bases[peer]);
+        table_ok = digest == args.peer_table_digest && args.peer_bases[args.rank] == args.local_base;
+        if (!table_ok)
+            report_error(args.diagnostics, kErrorPeerTable, kPhaseBarrier, args.rank, args.peer_table_digest,
+                         digest, 0);
+    }
     __syncthreads();  // everyone read the old value before thread 0 advances it
+    if (!table_ok) return;
 
     // Make this rank's earlier writes (previous kernels in the stream) visible before signalling.
     ptx::fence_acq_rel_sys();
