@@ -84,6 +84,54 @@ SY_TEST(LlLayout, SignalAreaFitsTheWorkspace) {
     SY_CHECK_EQ(ll_pack_source(3, 5, 7, 128) & 31, 7);
 }
 
+SY_TEST(LlArrivals, EachOpAddsExactlyOneTargetStep) {
+    // Op n of a kind is the ceil(n / 2)-th on set n & 1: the targets of one set step by 2^32.
+    for (uint64_t n = 1; n <= 12; ++n) {
+        SY_CHECK_EQ(ll_set_of(n), int32_t(n & 1));
+        SY_CHECK_EQ(ll_arrival_target(n), ((n + 1) / 2) << 32);
+        if (n > 2) SY_CHECK_EQ(ll_arrival_target(n) - ll_arrival_target(n - 2), uint64_t(1) << 32);
+    }
+    // However many blocks send, their adds sum to 2^32; no strict subset reaches it, so a partial
+    // op never looks complete (block 0's add alone is below it, the others' adds are tiny).
+    for (int32_t blocks : {1, 2, 7, 112, 132, 1024}) {
+        uint64_t total = 0, without_block0 = 0;
+        for (int32_t b = 0; b < blocks; ++b) {
+            total += ll_arrival_amount(uint32_t(b), blocks);
+            if (b != 0) without_block0 += ll_arrival_amount(uint32_t(b), blocks);
+        }
+        SY_CHECK_EQ(total, uint64_t(1) << 32);
+        SY_CHECK(total - 1 < (uint64_t(1) << 32));  // any one block missing falls short
+        SY_CHECK(without_block0 < (uint64_t(1) << 32));
+    }
+}
+
+SY_TEST(LlDispatchShape, RoutingMasksAndGridFollowTheTokens) {
+    SY_CHECK_EQ(ll_token_mask_words(0), 1);
+    SY_CHECK_EQ(ll_token_mask_words(1), 1);
+    SY_CHECK_EQ(ll_token_mask_words(32), 1);
+    SY_CHECK_EQ(ll_token_mask_words(33), 2);
+    // (E + R) masks of ceil(T / 32) words next to the [R] mask, [R] presence and [R + 1] starts.
+    SY_CHECK_EQ(ll_dispatch_shared_bytes(2, 256, 128), 4 * (3 * 2 + 1 + (256 + 2) * 4) + 64);
+    // The receive's row offsets [R * L = E] need the scratch too when the masks are smaller.
+    SY_CHECK_EQ(ll_dispatch_shared_bytes(8, 256, 1), 4 * (3 * 8 + 1 + 264) + 64);
+
+    launch::LaunchContext context;
+    context.num_ranks = 2;
+    context.sm_budget = 132;
+    launch::LlDispatchShape shape;
+    shape.hidden = 7168;
+    shape.topk = 8;
+    shape.scale_kind = kScaleFloat32;
+    // One token: 2 sources x 4 receive slices of 2 KB = 8 warp items -> one block.
+    SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 1), 1);
+    SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 0), 1);
+    // 128 tokens: 2 x 128 x 4 = 1,024 receive items -> 128 blocks of 8 warps.
+    SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 128), 128);
+    // Capped by the budget and by num_sms.
+    SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 1024), 132);
+    SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 16, shape, 128), 16);
+}
+
 SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
     std::vector<jit::KernelSource> sources;
     for (int scale : {kScaleNone, kScaleFloat32, kScaleUe8m0})

@@ -45,6 +45,11 @@ SY_HOST_DEVICE constexpr uint64_t ll_arrival_target(uint64_t sequence) {
     return ((sequence + 1) / 2) << 32;
 }
 
+// What sending block `block` of `sending_blocks` adds to each destination's counter.
+SY_HOST_DEVICE constexpr uint64_t ll_arrival_amount(uint32_t block, int32_t sending_blocks) {
+    return block == 0 ? (uint64_t(1) << 32) - uint64_t(sending_blocks) + 1 : 1;
+}
+
 // Blocks that send (and arrive): enough for `send_items_per_warp` work items per warp, at least
 // one (block 0 also writes what an empty op must publish), at most the grid. Fewer senders mean
 // fewer system fences and remote adds per op (bench/micro/sync_costs.cu: 132 remote arrivals cost
@@ -137,7 +142,7 @@ SY_DEVICE void ll_arrive(const LlBufferArgs& buffer, int32_t kind, uint64_t sequ
         if (shared_mask[q]) continue;
         uint64_t* counters =
             buffer.signals.flags(buffer.workspace.ll_signals(buffer.peer_bases[q]), kind, set);
-        const uint64_t amount = blockIdx.x == 0 ? (uint64_t(1) << 32) - uint64_t(sending_blocks) + 1 : 1;
+        const uint64_t amount = ll_arrival_amount(blockIdx.x, sending_blocks);
         ptx::fence_acq_rel_sys();
         ptx::red_add_release_sys(counters + buffer.rank, amount);
     }
