@@ -49,7 +49,7 @@ std::string describe_workspace(const Buffer& buffer) {
         for (int set = 0; set < 2; ++set) {
             const std::string name = std::string(kind == 0 ? "ll dispatch" : "ll combine") + " set " +
                                      std::to_string(set) + " from";
-            row(name.c_str(), [&](int s) { return signals.flags(layout.ll_signals(base), kind, set)[s]; });
+            row(name.c_str(), [&](int s) { return signals.arrivals(layout.ll_signals(base), kind, set)[s]; });
         }
     return out.str();
 }

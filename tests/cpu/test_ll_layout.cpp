@@ -73,7 +73,7 @@ SY_TEST(LlLayout, SignalAreaFitsTheWorkspace) {
         const LlSignalLayout signals = LlSignalLayout::make(ranks);
         SY_CHECK(signals.total_bytes <= WorkspaceLayout::ll_signal_bytes_for(ranks));
         uint8_t* base = nullptr;
-        SY_CHECK(reinterpret_cast<uint8_t*>(signals.flags(base, kLlCombine, 1) + ranks) <=
+        SY_CHECK(reinterpret_cast<uint8_t*>(signals.arrivals(base, kLlCombine, 1) + ranks) <=
                  base + signals.decided_offset);
         SY_CHECK(reinterpret_cast<uint8_t*>(signals.decided(base, kLlCombine, 1) + 1) <=
                  base + signals.mask_offset);

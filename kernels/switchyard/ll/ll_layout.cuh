@@ -31,16 +31,16 @@ enum LlSignalKind : int32_t { kLlDispatch = 0, kLlCombine = 1 };
 // Layout of the LL signal area (fits WorkspaceLayout::ll_signal_bytes_for(R)).
 struct LlSignalLayout {
     int32_t num_ranks = 0;
-    int64_t flags_offset = 0;    // [2 kinds][2 sets][R] uint64: source s's arrivals (ll_arrive)
-    int64_t decided_offset = 0;  // [2 kinds][2 sets] uint64: masking mode, arrivals of op `seq` decided
-    int64_t mask_offset = 0;     // [R] uint32: 1 = rank masked (unresponsive), skipped by later ops
+    int64_t arrivals_offset = 0;  // [2 kinds][2 sets][R] uint64: source s's arrivals (ll_arrive)
+    int64_t decided_offset = 0;   // [2 kinds][2 sets] uint64: masking mode, arrivals of op `seq` decided
+    int64_t mask_offset = 0;      // [R] uint32: 1 = rank masked (unresponsive), skipped by later ops
     int64_t total_bytes = 0;
 
     SY_HOST_DEVICE static LlSignalLayout make(int32_t num_ranks) {
         LlSignalLayout layout;
         layout.num_ranks = num_ranks;
         int64_t offset = 0;
-        layout.flags_offset = offset;
+        layout.arrivals_offset = offset;
         offset += align_up(4 * int64_t(num_ranks) * 8, 128);
         layout.decided_offset = offset;
         offset += 128;
@@ -49,8 +49,8 @@ struct LlSignalLayout {
         layout.total_bytes = offset;
         return layout;
     }
-    SY_HOST_DEVICE uint64_t* flags(uint8_t* signals, int32_t kind, int32_t set) const {
-        return reinterpret_cast<uint64_t*>(signals + flags_offset) + (int64_t(kind) * 2 + set) * num_ranks;
+    SY_HOST_DEVICE uint64_t* arrivals(uint8_t* signals, int32_t kind, int32_t set) const {
+        return reinterpret_cast<uint64_t*>(signals + arrivals_offset) + (int64_t(kind) * 2 + set) * num_ranks;
     }
     SY_HOST_DEVICE uint64_t* decided(uint8_t* signals, int32_t kind, int32_t set) const {
         return reinterpret_cast<uint64_t*>(signals + decided_offset) + kind * 2 + set;

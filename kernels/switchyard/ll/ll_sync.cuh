@@ -141,7 +141,7 @@ SY_DEVICE void ll_arrive(const LlBufferArgs& buffer, int32_t kind, uint64_t sequ
     for (int q = threadIdx.x; q < buffer.num_ranks; q += blockDim.x) {
         if (shared_mask[q]) continue;
         uint64_t* counters =
-            buffer.signals.flags(buffer.workspace.ll_signals(buffer.peer_bases[q]), kind, set);
+            buffer.signals.arrivals(buffer.workspace.ll_signals(buffer.peer_bases[q]), kind, set);
         const uint64_t amount = ll_arrival_amount(blockIdx.x, sending_blocks);
         ptx::fence_acq_rel_sys();
         ptx::red_add_release_sys(counters + buffer.rank, amount);
@@ -171,7 +171,7 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
                                int64_t* wait_time_stats) {
     uint8_t* signals = buffer.signal_area();
     const int32_t set = ll_set_of(sequence);
-    const uint64_t* flags = buffer.signals.flags(signals, kind, set);
+    const uint64_t* arrivals = buffer.signals.arrivals(signals, kind, set);
     const int32_t phase = kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine;
     const uint64_t target = ll_arrival_target(sequence);
     const bool record_stats = wait_time_stats != nullptr && blockIdx.x == 0;
@@ -180,7 +180,7 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
             shared_present[s] = shared_mask[s] == 0;
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            wait_at_least(flags + s, target, buffer.diagnostics, phase, s);
+            wait_at_least(arrivals + s, target, buffer.diagnostics, phase, s);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
                           (unsigned long long)(ptx::globaltimer_ns() - start));
@@ -196,7 +196,7 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            const bool arrived = ll_wait_bounded(flags + s, target, buffer.diagnostics);
+            const bool arrived = ll_wait_bounded(arrivals + s, target, buffer.diagnostics);
             if (!arrived && !is_poisoned(buffer.diagnostics)) atomicExch(mask + s, 1u);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
