@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/cuda_check.hpp"
+#include "switchyard/transport/barrier.cuh"
 
 namespace switchyard::core {
 
@@ -95,6 +96,14 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
                 << " block arrivals of the next";
     } else {
         message << "expected signal " << record.expected << ", last seen " << record.observed;
+        if (record.phase == device::kPhaseBarrier) {
+            // detail: the peer's latest barrier kernel on this buffer and ns since it started.
+            if (record.detail[1] == device::kBarrierPeerNeverStarted)
+                message << "; rank " << record.peer << " has not started a barrier kernel on this buffer";
+            else
+                message << "; rank " << record.peer << "'s latest barrier kernel (#" << record.detail[0]
+                        << ") started " << record.detail[1] / 1e9 << " s before this report";
+        }
     }
     message << "); the buffer is poisoned: call reset() on all ranks or destroy it";
     throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));

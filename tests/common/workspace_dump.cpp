@@ -26,7 +26,10 @@ std::string describe_workspace(const Buffer& buffer) {
     }
     uint8_t* base = bytes.data();
     const uint64_t* counters = layout.counters(base);
-    out << " counters barrier=" << counters[device::kCounterBarrier] << " ht=" << counters[device::kCounterHt]
+    out << " counters barrier=" << counters[device::kCounterBarrier] << " (latest kernel #"
+        << counters[device::kCounterBarrierRunning] << " started at "
+        << counters[device::kCounterBarrierStartNs] << " ns)"
+        << " ht=" << counters[device::kCounterHt]
         << " ll_dispatch_send/recv=" << counters[device::kCounterLlDispatchSend] << "/"
         << counters[device::kCounterLlDispatchRecv]
         << " ll_combine_send/recv=" << counters[device::kCounterLlCombineSend] << "/"

@@ -22,6 +22,10 @@ enum Counter : int32_t {
     kCounterLlBlocksDone = 5,  // blocks of the running LL kernel past its prologue (last one resets)
     kCounterLlCombineSend = 6,
     kCounterLlCombineRecv = 7,
+    // Written by each barrier kernel as it starts (its sequence and the global timer), for a peer
+    // that times out waiting for this rank to say whether this rank's kernel ever ran.
+    kCounterBarrierRunning = 8,
+    kCounterBarrierStartNs = 9,
     // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
     kCounterLlTraceBlocks = 13,
     kCounterLlTraceStart = 14,
