@@ -63,8 +63,11 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
     if (record.kind == device::kErrorInvalidRouting) {
         message << "switchyard: rank " << record.rank << ": topk_idx[" << record.detail[0] << "]["
                 << record.detail[1] << "] = " << static_cast<int64_t>(record.observed) << " is outside [-1, "
-                << record.expected << ") (found on the GPU by the " << phase_name(record.phase)
-                << " kernel before any data moved); call reset() on all ranks before reusing the buffer";
+                << record.expected << ") (found on the GPU by the " << phase_name(record.phase) << " kernel "
+                << (record.phase == device::kPhaseLlDispatch
+                        ? "after sending the valid slots, so the peers' ops completed"
+                        : "before any data moved")
+                << "); call reset() on all ranks before reusing the buffer";
         throw InvalidArgument(message.str());
     }
     if (record.kind == device::kErrorPeerTable) {

@@ -218,6 +218,41 @@ SY_TEST(LowLatencySanitizer, SmallEp2RoundTrip) {
     });
 }
 
+// An id outside [-1, E) in one rank's device top-k table: that rank's dispatch raises
+// InvalidArgument naming the entry, while its peer's dispatch completes (the bad rank still sends
+// its valid entries and arrives); after reset() on both ranks the buffer works again.
+SY_TEST(LowLatency, InvalidExpertIdOnOneRank) {
+    require_gpus(1);
+    Case c;
+    c.hidden = 2048, c.topk = 4, c.experts = 16, c.tokens = {8}, c.seed = 41;
+    const Scenario sc = make_scenario(c, 2);
+    run_ranks(2, 1, [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, ll_config(c));
+        RankInputs inputs(c, 2, env.device);
+        RoundScratch scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden);
+        SY_CUDA_OK(cudaDeviceSynchronize());
+        env.communicator->barrier(std::chrono::seconds(60));
+        inputs.load(sc, env.rank, env.stream);
+        if (env.rank == 1) {
+            static const int64_t kBad = 99;  // E = 16: token 2, slot 1
+            SY_CUDA_OK(cudaMemcpyAsync(inputs.idx64.data() + 2 * c.topk + 1, &kBad, sizeof(kBad),
+                                       cudaMemcpyHostToDevice, env.stream));
+        }
+        LowLatencyDispatchResult dispatched = buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));  // the op (on the comm stream) is done too
+        if (env.rank == 1) {
+            SY_CHECK_THROWS_WITH(buffer.check_errors(), InvalidArgument,
+                                 "topk_idx[2][1] = 99 is outside [-1, 16)");
+        } else {
+            buffer.check_errors();  // the peer's op completed: nothing recorded, nothing thrown
+        }
+        dispatched = {};
+        buffer.reset();
+        Options options;
+        run_round(buffer, env, sc, inputs, scratch, options, "after reset");
+    });
+}
+
 SY_TEST(LowLatency, RejectsBadArguments) {
     require_gpus(1);
     run_ranks(1, 1, [&](RankEnv& env) {

@@ -16,8 +16,9 @@
 // token, bit-reproducibly); then warps copy each arrived record into the rows of the experts it
 // names, scales column-major, and note (source, token, k) of every row for the combine.
 //
-// Invalid expert ids (outside [-1, E)) are reported as invalid routing and treated as -1, and a
-// repeated expert within one token counts once, so every rank still finishes the op.
+// Invalid expert ids (outside [-1, E)) are treated as -1 and reported as invalid routing by block 0
+// after its arrivals, and a repeated expert within one token counts once, so every rank still
+// finishes the op (the reporting rank's own receive half then stops: its buffer is poisoned).
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -77,24 +78,42 @@ SY_HOST_DEVICE constexpr int ll_send_slices(int hidden) {
 
 namespace ll_dispatch_detail {
 
-// Expert id of slot `k` of token `t`, or -1 for an empty/invalid slot (invalid ones are reported).
+// Raw id of slot `k` of token `t`.
 template <typename IndexT>
-SY_DEVICE int32_t load_expert(const LlDispatchArgs& args, int32_t t, int32_t k, bool report) {
-    const int64_t raw = static_cast<const IndexT*>(args.topk_idx)[int64_t(t) * args.topk_row_stride + k];
-    if (raw < -1 || raw >= args.num_experts) {
-        if (report)
-            report_error(args.buffer.diagnostics, kErrorInvalidRouting, kPhaseLlDispatch, -1,
-                         uint64_t(args.num_experts), uint64_t(raw), 0, t, k);
-        return -1;
-    }
-    return int32_t(raw);
+SY_DEVICE int64_t load_raw(const LlDispatchArgs& args, int32_t t, int32_t k) {
+    return static_cast<const IndexT*>(args.topk_idx)[int64_t(t) * args.topk_row_stride + k];
+}
+
+// An id outside [-1, E): the entry is treated as empty (-1) and block 0 reports the first such
+// entry once it has arrived everywhere (report_invalid_routing), so every rank finishes the op.
+constexpr int32_t kInvalidExpert = -2;
+constexpr int32_t kNoInvalidEntry = 0x7fffffff;  // `first_invalid` when every id is valid
+
+SY_DEVICE int32_t checked_expert(const LlDispatchArgs& args, int64_t raw) {
+    return raw < -1 || raw >= args.num_experts ? kInvalidExpert : int32_t(raw);
+}
+
+// Expert id of slot `k` of token `t`, or -1 for an empty or invalid slot.
+template <typename IndexT>
+SY_DEVICE int32_t load_expert(const LlDispatchArgs& args, int32_t t, int32_t k) {
+    const int32_t expert = checked_expert(args, load_raw<IndexT>(args, t, k));
+    return expert == kInvalidExpert ? -1 : expert;
+}
+
+// Block 0, after its arrivals: report the first invalid entry (t * K + k) the masks found.
+template <int kTopk, typename IndexT>
+SY_DEVICE void report_invalid_routing(const LlDispatchArgs& args, int32_t first_invalid) {
+    if (first_invalid == kNoInvalidEntry || threadIdx.x != 0) return;
+    const int32_t t = first_invalid / kTopk, k = first_invalid % kTopk;
+    report_error(args.buffer.diagnostics, kErrorInvalidRouting, kPhaseLlDispatch, -1,
+                 uint64_t(args.num_experts), uint64_t(load_raw<IndexT>(args, t, k)), 0, t, k);
 }
 
 // Lane k < K: the expert of slot k after dropping repeats of an earlier slot (-1 otherwise).
 template <int kTopk, typename IndexT>
 SY_DEVICE int32_t token_expert(const LlDispatchArgs& args, int32_t t) {
     const uint32_t lane = ptx::lane_id();
-    int32_t expert = int(lane) < kTopk ? load_expert<IndexT>(args, t, lane, true) : -1;
+    int32_t expert = int(lane) < kTopk ? load_expert<IndexT>(args, t, lane) : -1;
     const uint32_t same = __match_any_sync(0xffffffffu, expert);
     if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;
     return expert;
@@ -124,13 +143,14 @@ struct RoutingMasks {
     }
 };
 
-// The block builds the masks from the whole top-k table in one parallel pass over its T * K ids
-// (block 0 reports invalid ones). Split in two so the first ids' loads and the zeroing of the masks
-// overlap the prologue: begin_masks before it, finish_masks after its barrier.
+// The block builds the masks from the whole top-k table in one parallel pass over its T * K ids.
+// Split in two so the first ids' loads and the zeroing of the masks overlap the prologue:
+// begin_masks before it, finish_masks after its barrier. Invalid ids count as empty; block 0 notes
+// the first invalid entry in `first_invalid` (shared, preset to kNoInvalidEntry before the prologue).
 constexpr int kLlPrefetchedIds = 4;  // ids per thread loaded before the prologue (T * K <= 1,024 here)
 
 struct PrefetchedIds {
-    int32_t experts[kLlPrefetchedIds];
+    int32_t experts[kLlPrefetchedIds];  // checked_expert of each entry, -1 past the table
 };
 
 template <int kTopk, typename IndexT>
@@ -144,7 +164,7 @@ SY_DEVICE PrefetchedIds begin_masks(const LlDispatchArgs& args, uint32_t* shared
     for (int j = 0; j < kLlPrefetchedIds; ++j) {
         const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
         ids.experts[j] =
-            i < entries ? load_expert<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk), blockIdx.x == 0)
+            i < entries ? checked_expert(args, load_raw<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk)))
                         : -1;
     }
     return ids;
@@ -152,11 +172,12 @@ SY_DEVICE PrefetchedIds begin_masks(const LlDispatchArgs& args, uint32_t* shared
 
 template <int kTopk, typename IndexT>
 SY_DEVICE RoutingMasks finish_masks(const LlDispatchArgs& args, uint32_t* shared_words,
-                                    const PrefetchedIds& ids) {
+                                    const PrefetchedIds& ids, int32_t* first_invalid) {
     RoutingMasks masks{shared_words, ll_token_mask_words(args.num_tokens), args.num_experts};
     // (A warp-wide OR of the experts' masks for the rank masks, instead of the second atomic, was
     // slower: 1.67 vs 1.2-1.4 us for 128 tokens, SWITCHYARD_LL_TRACE.)
     auto mark = [&](int64_t i, int32_t expert) {
+        if (expert == kInvalidExpert && blockIdx.x == 0) atomicMin(first_invalid, int32_t(i));
         if (expert < 0) return;
         const int32_t t = int32_t(i / kTopk);
         const uint32_t bit = 1u << (t % 32);
@@ -169,7 +190,7 @@ SY_DEVICE RoutingMasks finish_masks(const LlDispatchArgs& args, uint32_t* shared
     for (int j = 0; j < kLlPrefetchedIds; ++j) mark(threadIdx.x + int64_t(j) * blockDim.x, ids.experts[j]);
     const int64_t entries = int64_t(args.num_tokens) * kTopk;
     for (int64_t i = threadIdx.x + int64_t(kLlPrefetchedIds) * blockDim.x; i < entries; i += blockDim.x)
-        mark(i, load_expert<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk), blockIdx.x == 0));
+        mark(i, checked_expert(args, load_raw<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk))));
     __syncthreads();
     return masks;
 }
@@ -382,6 +403,9 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     const int32_t sending_blocks =
         kSend ? ll_sending_blocks(send_items, kNumWarps, buffer.send_items_per_warp) : 0;
     const bool sends = int32_t(blockIdx.x) < sending_blocks;
+    __shared__ int32_t first_invalid;
+    if (threadIdx.x == 0)
+        first_invalid = ll_dispatch_detail::kNoInvalidEntry;  // the prologue's barrier publishes it
     ll_dispatch_detail::PrefetchedIds ids{};
     if (sends)
         ids = ll_dispatch_detail::begin_masks<kTopk, IndexT>(args, reinterpret_cast<uint32_t*>(scratch));
@@ -392,7 +416,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         const uint64_t sequence = shared_sequences[0];
         if (sends) {
             const ll_dispatch_detail::RoutingMasks masks = ll_dispatch_detail::finish_masks<kTopk, IndexT>(
-                args, reinterpret_cast<uint32_t*>(scratch), ids);
+                args, reinterpret_cast<uint32_t*>(scratch), ids, &first_invalid);
             ll_trace(buffer, 2);
             for (int64_t item = global_warp; item < send_items; item += int64_t(sending_blocks) * kNumWarps)
                 ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(
@@ -402,6 +426,9 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             if (blockIdx.x == 0) ll_dispatch_detail::write_headers(args, sequence, shared_mask, masks);
             ll_trace(buffer, 4);
             ll_arrive(buffer, kLlDispatch, sequence, sending_blocks, shared_mask);
+            // Only now: a report poisons this rank's buffer, and its peers must still get this op.
+            if (blockIdx.x == 0)
+                ll_dispatch_detail::report_invalid_routing<kTopk, IndexT>(args, first_invalid);
             ll_trace(buffer, 5);
         }
         __syncthreads();  // the receive half reuses the masks' shared memory
