@@ -224,7 +224,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     const launch::LaunchContext context = impl.context(stream);
     dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
     dispatch.buffer.trace = ll_trace_slots(impl, device::kLlDispatch, shape.phases);
-    const int blocks = launch::ll_dispatch_blocks(context, config.num_sms, shape, T);
+    const int blocks = launch::ll_dispatch_blocks(context, config.num_sms, shape, max_tokens);
 
     LowLatencyDispatchResult result;
     impl.run_ordered(stream, [&] {

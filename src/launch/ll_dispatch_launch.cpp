@@ -56,18 +56,18 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 }
 
 int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
-                       int64_t num_tokens) {
-    // Every warp should find one receive item (a 2 KB slice of a record) and its send items:
-    // more blocks than that only add arrivals and idle waiters to the op's fixed cost.
+                       int64_t max_tokens_per_rank) {
+    // Every warp should find one receive item (a 2 KB slice of a record) when every source sends
+    // its most tokens: a rank's grid cannot know what its peers send (a 1-token rank may receive
+    // 128 tokens from each peer), so it is sized by the buffer's T_ll, not by its own tokens.
+    // Blocks beyond the send work only receive: the sending blocks are chosen on the device
+    // (ll_sending_blocks), and an idle block costs no arrival.
     const int64_t payload = shape.scale_kind == device::kScaleNone ? 2 * int64_t(shape.hidden) : shape.hidden;
     const int64_t recv_slices =
         ((payload + 511) / 512 + device::kLlRecvStepsPerSlice - 1) / device::kLlRecvStepsPerSlice;
     const int64_t recv_blocks =
-        (context.num_ranks * num_tokens * recv_slices + kLlNumWarps - 1) / kLlNumWarps;
-    const int64_t per_block = int64_t(kLlNumWarps) * ll_send_items_per_warp();
-    const int64_t send_blocks =
-        (num_tokens * device::ll_send_slices(shape.hidden) + per_block - 1) / per_block;
-    const int64_t wanted = std::max<int64_t>(1, std::max(recv_blocks, send_blocks));
+        (context.num_ranks * max_tokens_per_rank * recv_slices + kLlNumWarps - 1) / kLlNumWarps;
+    const int64_t wanted = std::max<int64_t>(1, recv_blocks);
     return static_cast<int>(std::min<int64_t>(wanted, ll_num_blocks(context, num_sms)));
 }
 

@@ -44,10 +44,10 @@ device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unre
 // Blocks of an LL kernel: the rank's SM budget, capped by `num_sms` when positive.
 int ll_num_blocks(const LaunchContext& context, int num_sms);
 
-// Blocks of an LL dispatch of `num_tokens` tokens per rank: as many as its work needs (one block
-// for one token), at most ll_num_blocks.
+// Blocks of an LL dispatch on a buffer of T_ll = `max_tokens_per_rank`: one receive item per warp
+// when every source sends T_ll tokens (one block for T_ll = 1), at most ll_num_blocks.
 int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
-                       int64_t num_tokens);
+                       int64_t max_tokens_per_rank);
 
 // The launch both LL kernels use: kLlNumWarps warps per block, cooperative (blocks wait on each
 // other's progress through the workspace), on the buffer's stream.

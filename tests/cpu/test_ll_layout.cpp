@@ -105,7 +105,7 @@ SY_TEST(LlArrivals, EachOpAddsExactlyOneTargetStep) {
     }
 }
 
-SY_TEST(LlDispatchShape, RoutingMasksAndGridFollowTheTokens) {
+SY_TEST(LlDispatchShape, RoutingMaskSizesAndGrid) {
     SY_CHECK_EQ(ll_token_mask_words(0), 1);
     SY_CHECK_EQ(ll_token_mask_words(1), 1);
     SY_CHECK_EQ(ll_token_mask_words(32), 1);
@@ -122,10 +122,11 @@ SY_TEST(LlDispatchShape, RoutingMasksAndGridFollowTheTokens) {
     shape.hidden = 7168;
     shape.topk = 8;
     shape.scale_kind = kScaleFloat32;
-    // One token: 2 sources x 4 receive slices of 2 KB = 8 warp items -> one block.
+    // T_ll = 1: 2 sources x 4 receive slices of 2 KB = 8 warp items -> one block.
     SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 1), 1);
     SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 0), 1);
-    // 128 tokens: 2 x 128 x 4 = 1,024 receive items -> 128 blocks of 8 warps.
+    // T_ll = 128: 2 x 128 x 4 = 1,024 receive items -> 128 blocks of 8 warps, whatever this rank's
+    // own token count (its peers may send T_ll each).
     SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 128), 128);
     // Capped by the budget and by num_sms.
     SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 1024), 132);
