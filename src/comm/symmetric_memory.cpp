@@ -96,10 +96,12 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
     std::vector<uint8_t*> check(num_ranks, nullptr);
     SY_CUDA_CHECK(
         cudaMemcpy(check.data(), device_peer_table_, sizeof(uint8_t*) * num_ranks, cudaMemcpyDeviceToHost));
-    for (int peer = 0; peer < num_ranks; ++peer)
+    for (int peer = 0; peer < num_ranks; ++peer) {
         if (check[peer] != peers_[peer])
             throw Error("switchyard: rank " + std::to_string(communicator.rank()) +
                         ": the device peer table holds a stale address for rank " + std::to_string(peer));
+        peer_table_digest_ ^= reinterpret_cast<uint64_t>(peers_[peer]);
+    }
 }
 
 SymmetricMemory::~SymmetricMemory() {

@@ -32,11 +32,7 @@ class SymmetricMemory {
     // The same table in device memory, for kernels: uint8_t* [R].
     uint8_t* const* device_peer_table() const { return device_peer_table_; }
     // XOR of the table's entries, for kernels to check the table against (barrier kernel).
-    uint64_t peer_table_digest() const {
-        uint64_t digest = 0;
-        for (uint8_t* peer : peers_) digest ^= reinterpret_cast<uint64_t>(peer);
-        return digest;
-    }
+    uint64_t peer_table_digest() const { return peer_table_digest_; }
 
   private:
     int device_ = 0;
@@ -45,6 +41,7 @@ class SymmetricMemory {
     std::vector<uint8_t*> peers_;
     std::vector<bool> opened_by_ipc_;
     uint8_t** device_peer_table_ = nullptr;
+    uint64_t peer_table_digest_ = 0;
 };
 
 }  // namespace switchyard::comm

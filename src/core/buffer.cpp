@@ -17,6 +17,7 @@
 #include "core/validation.hpp"
 #include "core/buffer_impl.hpp"
 #include "launch/launch_context.hpp"
+#include "switchyard/ll/dispatch.cuh"
 
 namespace switchyard {
 namespace {
@@ -153,6 +154,21 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
     impl.device_sms = num_sms;
+    if (config.enable_low_latency) {
+        // The LL dispatch keeps a bit mask of the op's tokens per expert and per rank in shared
+        // memory: refuse a capacity whose largest op could not launch, before any op runs.
+        const int64_t shared_bytes = device::ll_dispatch_shared_bytes(
+            impl.communicator->size(), config.max_experts, config.ll_max_tokens_per_rank);
+        int shared_limit = 0;
+        SY_CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        if (shared_bytes > shared_limit)
+            throw InvalidArgument("switchyard: max_experts (" + std::to_string(config.max_experts) +
+                                  ") x ll_max_tokens_per_rank (" +
+                                  std::to_string(config.ll_max_tokens_per_rank) + ") need " +
+                                  std::to_string(shared_bytes) +
+                                  " bytes of LL routing masks in shared memory, more than the device's " +
+                                  std::to_string(shared_limit) + "; lower one of them");
+    }
     {
         const size_t words = 3 + static_cast<size_t>(impl.layout.workspace.max_local_experts);
         void* memory = nullptr;

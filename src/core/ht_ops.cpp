@@ -16,7 +16,17 @@
 namespace switchyard {
 namespace {
 
-int combine_send_warps();
+// Warps of each 16-warp combine block that send rows; the others reduce as the rows arrive.
+// SWITCHYARD_HT_COMBINE_SEND_WARPS overrides the default, for tuning (read once per process: the
+// op's host path stays free of environment lookups).
+int combine_send_warps() {
+    static const int send_warps = [] {
+        constexpr int kDefault = 6;  // best or within 3% of it at 8-32 SMs (7e254c9 sweep of 6-12)
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
+        return value && *value ? std::clamp(std::atoi(value), 1, 15) : kDefault;
+    }();
+    return send_warps;
+}
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
     const int budget = impl.sm_budget;
@@ -39,18 +49,6 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     input.op = op;
     input.combine_send_fraction = combine_send_warps() / 16.0;
     return std::max(1, model_num_sms(input).num_sms);
-}
-
-// Warps of each 16-warp combine block that send rows; the others reduce as the rows arrive.
-// SWITCHYARD_HT_COMBINE_SEND_WARPS overrides the default, for tuning (read once per process: the
-// op's host path stays free of environment lookups).
-int combine_send_warps() {
-    static const int send_warps = [] {
-        constexpr int kDefault = 6;  // best or within 3% of it at 8-32 SMs (7e254c9 sweep of 6-12)
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
-        return value && *value ? std::clamp(std::atoi(value), 1, 15) : kDefault;
-    }();
-    return send_warps;
 }
 
 bool stream_is_capturing(cudaStream_t stream) {

@@ -189,16 +189,6 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     const int32_t scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
     const int64_t rows = int64_t(R) * max_tokens;
     const int64_t words = device::RecordLayout::scale_words(H, scale_kind);
-    // The send half keeps a bit mask of the op's tokens per expert and per rank in shared memory.
-    const int64_t shared_bytes = device::ll_dispatch_shared_bytes(R, E, static_cast<int32_t>(T));
-    int shared_limit = 0;
-    SY_CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (shared_bytes > shared_limit)
-        fail("ll_dispatch: " + std::to_string(E) + " experts x " + std::to_string(T) + " tokens need " +
-             std::to_string(shared_bytes) +
-             " bytes of routing masks in shared memory, more than the device's " +
-             std::to_string(shared_limit) + "; use fewer tokens per op");
-
     device::LlDispatchArgs dispatch{};
     dispatch.x = args.x.ptr();
     dispatch.x_row_stride = args.x.strides[0];

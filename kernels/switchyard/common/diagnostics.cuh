@@ -77,11 +77,17 @@ SY_DEVICE void report_error(const Diagnostics& diagnostics, uint32_t kind, int32
     __threadfence_system();
 }
 
+// What a timeout adds to its error record (detail[0], detail[1]): nothing unless a caller says.
+struct NoTimeoutDetails {
+    SY_DEVICE void operator()(int64_t&, int64_t&) const {}
+};
+
 // Spins until `ready(value)` holds for value = ld.acquire.sys(*address). Returns false on timeout
-// (after reporting it) or when another thread has poisoned the buffer.
-template <typename Ready>
+// (after reporting it, with `details` filling the record's two detail words) or when another
+// thread has poisoned the buffer.
+template <typename Ready, typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostics& diagnostics, int32_t phase,
-                          int32_t peer, uint64_t expected) {
+                          int32_t peer, uint64_t expected, Details details = {}) {
     uint64_t value = ptx::ld_acquire_sys(address);
     if (ready(value)) return true;
     const uint64_t start = ptx::globaltimer_ns();
@@ -92,7 +98,10 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
             if (is_poisoned(diagnostics)) return false;
             const uint64_t elapsed = ptx::globaltimer_ns() - start;
             if (elapsed > diagnostics.timeout_ns) {
-                report_error(diagnostics, kErrorTimeout, phase, peer, expected, value, elapsed);
+                int64_t detail0 = 0, detail1 = 0;
+                details(detail0, detail1);
+                report_error(diagnostics, kErrorTimeout, phase, peer, expected, value, elapsed, detail0,
+                             detail1);
                 return false;
             }
         }
@@ -100,10 +109,12 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
 }
 
 // The common case: a monotone 64-bit signal that must reach `target`.
+template <typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
-                             int32_t phase, int32_t peer) {
+                             int32_t phase, int32_t peer, Details details = {}) {
     return wait_until(
-        address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target);
+        address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target,
+        details);
 }
 
 // For lock-step protocols (high-throughput), where no peer can be past this rank's op while this

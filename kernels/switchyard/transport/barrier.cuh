@@ -13,7 +13,7 @@
 
 namespace switchyard::device {
 
-constexpr int64_t kBarrierPeerNeverStarted = -(int64_t(1) << 62);  // error detail 1 (wait_for_peer)
+constexpr int64_t kBarrierPeerNeverStarted = -(int64_t(1) << 62);  // error detail 1 (PeerBarrierDetails)
 
 struct BarrierArgs {
     uint8_t* const* peer_bases;  // [R] each rank's buffer base as mapped here (device array)
@@ -27,28 +27,18 @@ struct BarrierArgs {
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
-// Waits until this rank's slot for `peer` holds `sequence`. On timeout the error record also says
-// which barrier the peer's latest kernel on this buffer runs and how long ago it started (detail 0
-// and 1; kBarrierPeerNeverStarted if it never started one; on another GPU the two global timers
-// may differ a little), so a peer that never ran is told apart from one whose signal went astray.
-SY_DEVICE bool wait_for_peer(const BarrierArgs& args, const uint64_t* slot, int peer, uint64_t sequence) {
-    if (ptx::ld_acquire_sys(slot) >= sequence) return true;
-    const uint64_t start = ptx::globaltimer_ns();
-    for (uint32_t spin = 1;; ++spin) {
-        const uint64_t value = ptx::ld_acquire_sys(slot);
-        if (value >= sequence) return true;
-        if ((spin & 63u) != 0) continue;
-        if (is_poisoned(args.diagnostics)) return false;
-        const uint64_t now = ptx::globaltimer_ns();
-        if (now - start <= args.diagnostics.timeout_ns) continue;
-        const uint64_t* peer_counters = args.workspace.counters(args.peer_bases[peer]);
-        const uint64_t running = ptx::ld_relaxed_sys(peer_counters + kCounterBarrierRunning);
+// On a timeout waiting for `peer`, the error record also says which barrier the peer's latest
+// kernel on this buffer runs and how long before the report it started (detail 0 and 1;
+// kBarrierPeerNeverStarted if it never started one; on another GPU the two global timers may
+// differ a little), so a peer that never ran is told apart from one whose signal went astray.
+struct PeerBarrierDetails {
+    const uint64_t* peer_counters;
+    SY_DEVICE void operator()(int64_t& running, int64_t& since_start) const {
+        running = int64_t(ptx::ld_relaxed_sys(peer_counters + kCounterBarrierRunning));
         const uint64_t started = ptx::ld_relaxed_sys(peer_counters + kCounterBarrierStartNs);
-        report_error(args.diagnostics, kErrorTimeout, kPhaseBarrier, peer, sequence, value, now - start,
-                     int64_t(running), started != 0 ? int64_t(now - started) : kBarrierPeerNeverStarted);
-        return false;
+        since_start = started != 0 ? int64_t(ptx::globaltimer_ns() - started) : kBarrierPeerNeverStarted;
     }
-}
+};
 
 template <int kNumThreads>
 __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_constant__ BarrierArgs args) {
@@ -82,7 +72,8 @@ __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_co
     }
     const uint64_t* own_slots = args.workspace.barrier_signals(args.local_base);
     for (int peer = threadIdx.x; peer < args.num_ranks; peer += kNumThreads) {
-        if (!wait_for_peer(args, own_slots + peer, peer, sequence)) break;
+        const PeerBarrierDetails details{args.workspace.counters(args.peer_bases[peer])};
+        if (!wait_at_least(own_slots + peer, sequence, args.diagnostics, kPhaseBarrier, peer, details)) break;
     }
     __syncthreads();
     if (threadIdx.x == 0) *counter = sequence;
