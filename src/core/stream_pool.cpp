@@ -1,6 +1,7 @@
 // See stream_pool.hpp.
 #include "core/stream_pool.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -21,6 +22,31 @@ std::map<int, std::vector<cudaStream_t>>& free_streams() {
     return *pool;
 }
 
+// Runs a 4-byte memset (an engine operation, like a kernel) and an event on `stream`, and waits.
+// The target is one small allocation per device, made at the device's first stream.
+cudaError_t warm_up_stream(int device, cudaStream_t stream) {
+    static std::mutex mutex;
+    static auto* targets = new std::map<int, void*>();  // never freed, like the streams
+    void* target = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        void*& slot = (*targets)[device];
+        if (!slot) {
+            const cudaError_t status = cudaMalloc(&slot, 16);
+            if (status != cudaSuccess) return status;
+        }
+        target = slot;
+    }
+    cudaEvent_t event = nullptr;
+    cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (status != cudaSuccess) return status;
+    status = cudaMemsetAsync(target, 0, 4, stream);
+    if (status == cudaSuccess) status = cudaEventRecord(event, stream);
+    if (status == cudaSuccess) status = cudaStreamSynchronize(stream);
+    const cudaError_t destroyed = cudaEventDestroy(event);
+    return status != cudaSuccess ? status : destroyed;
+}
+
 }  // namespace
 
 cudaStream_t acquire_stream(int device) {
@@ -37,7 +63,16 @@ cudaStream_t acquire_stream(int device) {
     SY_CUDA_CHECK(cudaGetDevice(&previous));
     SY_CUDA_CHECK(cudaSetDevice(device));
     cudaStream_t stream = nullptr;
-    const cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    // The first work queued on a new stream binds it to a hardware queue; do that now, while the
+    // caller is between host barriers, not at its first op while a co-located peer's kernel
+    // spins waiting for it (design notes §4: a first barrier kernel started only when another
+    // rank's kernel timed out). SWITCHYARD_NO_STREAM_WARMUP=1 turns this off, for the experiment.
+    static const bool warm_up = [] {
+        const char* value = std::getenv("SWITCHYARD_NO_STREAM_WARMUP");
+        return !(value && value[0] == '1');
+    }();
+    if (status == cudaSuccess && warm_up) status = warm_up_stream(device, stream);
     SY_CUDA_CHECK(cudaSetDevice(previous));
     SY_CUDA_CHECK(status);
     return stream;

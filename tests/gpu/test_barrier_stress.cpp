@@ -23,7 +23,16 @@ SY_TEST(BarrierStress, CountersAndSlotsAgree) {
                 rc.ranks, int32_t((config.max_experts + rc.ranks - 1) / rc.ranks));
             std::vector<uint64_t> counters(device::kNumCounters), slots(rc.ranks);
             for (int batch = 1; batch <= 5; ++batch) {
-                for (int i = 0; i < 100; ++i) buffer.barrier(env.stream);
+                // A rank whose first barrier kernel starts late (design notes §4): did its host
+                // call block, or did the kernel wait on the GPU? Print the host side.
+                const auto before = std::chrono::steady_clock::now();
+                buffer.barrier(env.stream);
+                const double call_s =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+                if (call_s > 1.0)
+                    std::fprintf(stderr, "  %s rank %d: barrier() call of batch %d took %.2f s on the host\n",
+                                 rc.name().c_str(), env.rank, batch, call_s);
+                for (int i = 1; i < 100; ++i) buffer.barrier(env.stream);
                 buffer.synchronize();
                 SY_CUDA_OK(cudaStreamSynchronize(env.stream));
                 SY_CUDA_OK(cudaMemcpy(counters.data(), buffer.local_memory() + layout.counters_offset,
