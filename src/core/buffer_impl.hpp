@@ -30,8 +30,7 @@ struct Buffer::Impl {
     std::unique_ptr<comm::SymmetricMemory> memory;
     std::unique_ptr<core::ErrorState> errors;
     std::unique_ptr<core::OutputMemory> outputs;  // this rank's own pool (see output_memory.hpp)
-    int32_t* layout_scratch = nullptr;            // the layout kernels' per-chunk counts
-    int64_t layout_scratch_ints = 0;
+    device::LayoutScratch layout_scratch{};       // the layout kernel's per-chunk counts and flags
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     cudaEvent_t comm_done = nullptr;     // recorded after each op (on the stream it ran on)
@@ -79,7 +78,6 @@ struct Buffer::Impl {
         context.sm_budget = sm_budget;
         context.outputs = outputs.get();
         context.layout_scratch = layout_scratch;
-        context.layout_scratch_ints = layout_scratch_ints;
         return context;
     }
 

@@ -182,6 +182,8 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             handle->num_tokens_per_rank = impl.outputs->allocate(DType::kInt32, {R}, comm);
             handle->num_tokens_per_expert = impl.outputs->allocate(DType::kInt32, {E}, comm);
             handle->recv_info = impl.outputs->allocate(DType::kInt32, {info.total_ints()}, comm);
+            if (handle->has_weights)
+                handle->topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, comm);
             device::LayoutArgs layout{};
             layout.topk_idx = checked.topk_idx.ptr();
             layout.topk_row_stride = checked.topk_idx.strides[0];
@@ -194,9 +196,14 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             layout.token_rank_slot = handle->token_rank_slot.data<int32_t>();
             layout.token_expert_pos = handle->token_expert_pos.data<int32_t>();
             layout.topk_copy = handle->topk_idx.data<int32_t>();
+            if (handle->has_weights) {  // the layout copies the weights with the ids
+                layout.topk_weights = checked.topk_weights.ptr_as<const float>();
+                layout.weights_row_stride = checked.topk_weights.strides[0];
+                layout.weights_copy = handle->topk_weights.data<float>();
+            }
             launch::launch_dispatch_layout(context, layout, checked.topk_idx.dtype == DType::kInt64);
         }
-        if (handle->has_weights) {
+        if (cached && handle->has_weights) {  // no layout kernel to copy them
             handle->topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, comm);
             if (T > 0)
                 SY_CUDA_CHECK(cudaMemcpy2DAsync(handle->topk_weights.data<float>(), sizeof(float) * K,

@@ -26,14 +26,13 @@ struct LaunchContext {
     device::Diagnostics diagnostics{};
     int sm_budget = 1;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
-    int32_t* layout_scratch = nullptr;            // per-chunk counts of the layout kernels
-    int64_t layout_scratch_ints = 0;
+    device::LayoutScratch layout_scratch{};       // the layout kernel's per-chunk counts and flags
 };
 
 // Cross-rank barrier kernel (one block).
 void launch_barrier(const LaunchContext& context);
 
-// Dispatch layout kernels (count, then write) over `args`, whose diagnostics are filled from the context.
+// Dispatch layout kernel over `args` (its scratch and diagnostics are filled from the context).
 void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64);
 
 }  // namespace switchyard::launch

@@ -1,5 +1,6 @@
-// Launcher of the dispatch layout: a count kernel and a write kernel over chunks of tokens
-// (kernels/switchyard/layout/layout_kernel.cuh), with their per-chunk scratch.
+// Launcher of the dispatch layout kernel (kernels/switchyard/layout/layout_kernel.cuh): one
+// cooperative grid over chunks of tokens, with the buffer's per-chunk scratch.
+#include <algorithm>
 #include <string>
 
 #include "jit/jit.hpp"
@@ -9,35 +10,36 @@
 namespace switchyard::launch {
 
 void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64) {
-    const std::string index = index_is_int64 ? "long long" : "int";
-    const jit::Kernel& count =
-        jit::get_kernel({"dispatch_layout_count", "switchyard/layout/layout_kernel.cuh",
-                         "switchyard::device::layout_count_kernel<" + index + ">"},
-                        context.device);
-    const jit::Kernel& write =
-        jit::get_kernel({"dispatch_layout_write", "switchyard/layout/layout_kernel.cuh",
-                         "switchyard::device::layout_write_kernel<" + index + ">"},
-                        context.device);
+    const jit::Kernel& kernel = jit::get_kernel(
+        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
+         std::string("switchyard::device::layout_kernel<") + (index_is_int64 ? "long long" : "int") + ">"},
+        context.device);
+    const device::LayoutScratch& scratch = context.layout_scratch;
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
-    const int32_t chunks = device::layout_num_chunks(args.num_tokens, args.topk);
+    args.num_chunks = device::layout_num_chunks(args.num_tokens, args.topk);
     // The buffer's own scratch (sized for its capacities at creation): no allocation per call, and
     // it outlives any graph that captures this launch.
-    const int64_t needed = int64_t(chunks) * (args.num_experts + args.num_ranks);
-    if (needed > context.layout_scratch_ints)
+    const int64_t needed = int64_t(args.num_chunks) * (args.num_experts + args.num_ranks);
+    if (needed > scratch.count_ints || args.num_chunks > scratch.max_chunks)
         throw InvalidArgument("switchyard: dispatch layout needs " + std::to_string(needed) +
-                              " scratch ints but the buffer has " +
-                              std::to_string(context.layout_scratch_ints) +
+                              " scratch ints but the buffer has " + std::to_string(scratch.count_ints) +
                               " (tokens, top-k or experts beyond the buffer's capacities)");
-    args.chunk_counts = context.layout_scratch;
+    args.chunk_counts = scratch.counts;
+    args.chunk_flags = scratch.flags;
+    args.max_chunks = scratch.max_chunks;
+    args.histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks) ? 1 : 0;
 
     jit::LaunchConfig config;
-    config.grid[0] = unsigned(chunks);
+    // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
+    // rank's budget; a block takes several chunks when there are more.
+    config.grid[0] = unsigned(std::min(args.num_chunks, std::max(1, context.sm_budget)));
     config.block[0] = device::kLayoutThreads;
-    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks));
+    config.shared_bytes =
+        unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks, args.histogram));
+    config.cooperative = true;
     config.stream = context.stream;
-    jit::launch(count, config, &args, sizeof(args));
-    jit::launch(write, config, &args, sizeof(args));
+    jit::launch(kernel, config, &args, sizeof(args));
 }
 
 }  // namespace switchyard::launch

@@ -165,6 +165,31 @@ SY_TEST(Layout, CountsAgreeWithReference) {
     });
 }
 
+// More chunks than the kernel's grid (a block takes several chunks in turn: 37 chunks at top-9
+// and 4,096 tokens against EP8's 16-SM budget on one GPU), and more experts than fit the per-warp
+// counts in shared memory (warps take turns instead). Routing changes between calls, so a stale
+// chunk flag or epoch would show as a wrong slot.
+SY_TEST(Layout, ManyChunksAndManyExperts) {
+    require_gpus(1);
+    for (const RankConfig rc : {RankConfig{2, 1}, RankConfig{8, 1}}) {
+        std::printf("  %s\n", rc.name().c_str());
+        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+            BufferConfig config = layout_config();
+            config.max_tokens_per_rank = 4096;
+            config.max_experts = 2048;
+            config.enable_low_latency = false;
+            Buffer buffer(env.communicator, env.device, config);
+            std::mt19937 rng(99 + env.rank);
+            for (int round = 0; round < 3; ++round) {
+                run_case<int32_t>(buffer, env.stream, random_routing(rng, 4096, 9, 64, false), 4096, 9, 64);
+                run_case<int64_t>(buffer, env.stream, random_routing(rng, 4096, 8, 2048, false), 4096, 8,
+                                  2048);
+                run_case<int32_t>(buffer, env.stream, random_routing(rng, 333, 9, 2048, false), 333, 9, 2048);
+            }
+        });
+    }
+}
+
 SY_TEST(Layout, InvalidExpertIdCaughtOnGpu) {
     require_gpus(1);
     run_ranks(2, 1, [&](RankEnv& env) {

@@ -3,16 +3,22 @@
 // rows for that expert.
 //
 // Slots are deterministic prefix sums in token order, so layouts are reproducible bit for bit.
-// Two kernels over chunks of tokens (one block per chunk, one thread per (token, k) entry):
-//   count  each block counts its chunk's entries per expert and per destination rank (order does
-//          not matter for a count, so shared atomics are fine) into a [chunks][E + R] scratch;
-//          it also validates ids: outside [-1, E) is reported as invalid routing;
-//   write  each block sums the counts of the chunks before it (its starting offsets), then ranks
-//          each entry among the chunk's earlier entries of the same expert (and each token among
-//          the chunk's earlier tokens of the same rank): warps take turns in entry order, each
-//          adding its in-warp rank (a match mask) to running per-expert and per-rank counts.
-// The previous single-block version walked tokens one by one per warp and took ~300 us for
-// 4,096 tokens (ncu, H200); this spreads the same work over T / (1024 / K) blocks.
+// One kernel over chunks of tokens (one thread per (token, k) entry of a chunk); a block takes
+// chunks blockIdx.x, + gridDim.x, ... in order and, per chunk:
+//   count    ranks each entry within its warp (a match mask) and counts per warp, expert and
+//            rank; an exclusive prefix over the warps gives each entry's rank inside the chunk
+//            and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
+//   publish  writes the chunk's totals to a [chunks][E + R] scratch and raises the chunk's flag
+//            to this op's epoch;
+//   look back  waits for the flags of all earlier chunks (a cooperative grid: every block is
+//            resident, and each publishes a chunk before it waits for earlier ones, so the
+//            earliest unpublished chunk can always publish) and sums their totals: the chunk's
+//            starting offsets; then writes slots and positions.
+// The block of the last chunk writes the totals and advances the epoch once every block has
+// published (so every block has read the old epoch). Beyond kLayoutHistogramColumns columns the
+// per-warp counts do not fit in shared memory and warps instead take turns in entry order.
+// History: one block walking the tokens took ~300 us at 4,096 tokens; a count kernel and a write
+// kernel (warps taking turns) took ~6.5 + 13.8 us (ncu, H200), and a kernel boundary.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -33,13 +39,29 @@ struct LayoutArgs {
     uint8_t* token_in_rank;          // [T, R] 0/1, may be null
     int32_t* token_rank_slot;        // [T, R] slot in the destination's rows from this rank, -1 if none
     int32_t* token_expert_pos;       // [T, K] position among this rank's (t, k) rows of that expert, -1
-    int32_t* topk_copy;        // [T, K] int32 copy of topk_idx (ids out of range become -1), may be null
-    int32_t* chunk_counts;     // scratch [num_chunks][E + R]
+    int32_t* topk_copy;         // [T, K] int32 copy of topk_idx (ids out of range become -1), may be null
+    const float* topk_weights;  // [T, K] with row stride weights_row_stride, copied when non-null
+    int64_t weights_row_stride;
+    float* weights_copy;    // [T, K] contiguous
+    int32_t* chunk_counts;  // scratch [num_chunks][E + R]
+    uint64_t* chunk_flags;  // scratch [num_chunks] flags, then the epoch word (zeroed at creation)
+    int32_t max_chunks;     // where the epoch word is: chunk_flags[max_chunks]
+    int32_t num_chunks;
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
+    int32_t histogram;         // per-warp counts in shared memory (else warps take turns)
     Diagnostics diagnostics;
 };
 
 constexpr int kLayoutThreads = 1024;
+
+// A buffer's scratch for the layout kernel, sized at creation for its largest op.
+struct LayoutScratch {
+    int32_t* counts = nullptr;  // [max_chunks][E + R]
+    int64_t count_ints = 0;
+    uint64_t* flags = nullptr;  // [max_chunks] chunk flags, then the epoch word
+    int32_t max_chunks = 0;
+    SY_HOST_DEVICE size_t flag_bytes() const { return sizeof(uint64_t) * (size_t(max_chunks) + 1); }
+};
 
 // Tokens per block: one thread per (token, k) entry.
 SY_HOST_DEVICE int32_t layout_tokens_per_chunk(int32_t topk) {
@@ -49,25 +71,35 @@ SY_HOST_DEVICE int32_t layout_num_chunks(int32_t num_tokens, int32_t topk) {
     const int32_t per_chunk = layout_tokens_per_chunk(topk);
     return num_tokens > 0 ? (num_tokens + per_chunk - 1) / per_chunk : 1;
 }
-// Dynamic shared memory of both kernels: counters for every expert and rank, then per entry its
-// expert id and whether it leads its token's entries for that rank.
-SY_HOST_DEVICE int64_t layout_shared_bytes(int32_t num_experts, int32_t num_ranks) {
-    return align_up(int64_t(num_experts + num_ranks) * 4, 16) + int64_t(kLayoutThreads) * (4 + 4);
+// Columns (experts + ranks) up to which the per-warp counts ([32][columns] ints) are used.
+constexpr int32_t kLayoutHistogramColumns = 640;
+constexpr int32_t kLayoutWarps = kLayoutThreads / 32;
+
+// Dynamic shared memory: the chunk's totals and starting offsets per column, per entry its expert
+// id, whether it leads its token's entries for that rank, a partial-sum area, and (histogram)
+// the per-warp counts.
+SY_HOST_DEVICE int64_t layout_shared_bytes(int32_t num_experts, int32_t num_ranks, bool histogram) {
+    const int64_t columns = align_up(int64_t(num_experts + num_ranks), 4);
+    return 2 * columns * 4 + int64_t(kLayoutThreads) * (4 + 4 + 4) +
+           (histogram ? int64_t(kLayoutWarps) * columns * 4 : 0);
+}
+SY_HOST_DEVICE bool layout_uses_histogram(int32_t num_experts, int32_t num_ranks) {
+    return num_experts + num_ranks <= kLayoutHistogramColumns;
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace layout_detail {
 
-// This block's chunk and the entry this thread owns (valid == false past the chunk's end).
+// Chunk `chunk` and the entry this thread owns (in_chunk == false past the chunk's end).
 struct LayoutEntry {
     int first_token, num_entries, token, k;
     bool in_chunk;
 };
 
-SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args) {
+SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args, int chunk) {
     LayoutEntry entry;
-    entry.first_token = int(blockIdx.x) * args.tokens_per_chunk;
+    entry.first_token = chunk * args.tokens_per_chunk;
     const int tokens = max(0, min(args.tokens_per_chunk, args.num_tokens - entry.first_token));
     entry.num_entries = tokens * args.topk;
     entry.token = entry.first_token + int(threadIdx.x) / args.topk;
@@ -76,22 +108,25 @@ SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args) {
     return entry;
 }
 
-// Loads this thread's expert id (-1 if none or invalid) into ids[threadIdx.x] and marks whether it
-// leads the token's entries for its destination rank. Reports invalid ids when `report`.
+// Loads this thread's expert id (-1 if none or invalid) into ids[threadIdx.x], reports invalid
+// ids, copies the id (and weight) out, and marks whether it leads the token's entries for its
+// destination rank.
 template <typename IndexT>
-SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, bool report, int32_t* ids,
-                           int32_t* leads) {
+SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
     int32_t id = -1;
     if (entry.in_chunk) {
         const int64_t raw = int64_t(
             static_cast<const IndexT*>(args.topk_idx)[int64_t(entry.token) * args.topk_row_stride + entry.k]);
-        if (raw < -1 || raw >= args.num_experts) {
-            if (report)
-                report_error(args.diagnostics, kErrorInvalidRouting, kPhaseLayout, -1,
-                             uint64_t(args.num_experts), uint64_t(raw), 0, entry.token, entry.k);
-        } else {
+        if (raw < -1 || raw >= args.num_experts)
+            report_error(args.diagnostics, kErrorInvalidRouting, kPhaseLayout, -1, uint64_t(args.num_experts),
+                         uint64_t(raw), 0, entry.token, entry.k);
+        else
             id = int32_t(raw);
-        }
+        const int64_t flat = int64_t(entry.token) * args.topk + entry.k;
+        if (args.topk_copy) args.topk_copy[flat] = id;
+        if (args.weights_copy)
+            args.weights_copy[flat] =
+                args.topk_weights[int64_t(entry.token) * args.weights_row_stride + entry.k];
     }
     ids[threadIdx.x] = id;
     __syncthreads();
@@ -104,103 +139,170 @@ SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, boo
             if (ids[j] >= 0 && ids[j] / experts_per_rank == rank) lead = 0;
     }
     leads[threadIdx.x] = lead;
+}
+
+// totals[c] = the chunk's entries of column c (experts, then ranks); each counted entry gets its
+// rank among the chunk's earlier entries of its column (in_chunk_pos for the expert,
+// in_chunk_slot for the rank when it leads). Histogram: per-warp counts and a prefix over warps;
+// else warps take turns in entry order, one block barrier per warp.
+SY_DEVICE void count_chunk(const LayoutArgs& args, int columns, int num_entries, int32_t id, int32_t rank,
+                           bool lead, int32_t* totals, int32_t* warp_counts, int32_t& in_chunk_pos,
+                           int32_t& in_chunk_slot) {
+    const int warp = int(threadIdx.x / 32);
+    const uint32_t lower = ptx::lanemask_lt();
+    const uint32_t same_expert = __match_any_sync(0xffffffffu, id);
+    const uint32_t same_rank = __match_any_sync(0xffffffffu, lead ? rank : -1);
+    const bool expert_leader = id >= 0 && (same_expert & lower) == 0;
+    const bool rank_leader = id >= 0 && lead && (same_rank & lower) == 0;
+    const int expert_column = id, rank_column = args.num_experts + rank;
+    for (int i = threadIdx.x; i < columns; i += blockDim.x) totals[i] = 0;
+    if (args.histogram) {
+        for (int i = threadIdx.x; i < kLayoutWarps * columns; i += blockDim.x) warp_counts[i] = 0;
+        __syncthreads();
+        if (expert_leader) warp_counts[warp * columns + expert_column] = __popc(same_expert);
+        if (rank_leader) warp_counts[warp * columns + rank_column] = __popc(same_rank);
+        __syncthreads();
+        // Exclusive prefix over the warps, in place; the sum is the chunk's total.
+        for (int column = threadIdx.x; column < columns; column += blockDim.x) {
+            int32_t running = 0;
+#pragma unroll 8
+            for (int w = 0; w < kLayoutWarps; ++w) {
+                const int32_t count = warp_counts[w * columns + column];
+                warp_counts[w * columns + column] = running;
+                running += count;
+            }
+            totals[column] = running;
+        }
+        __syncthreads();
+        if (id >= 0) in_chunk_pos = warp_counts[warp * columns + expert_column] + __popc(same_expert & lower);
+        if (id >= 0 && lead)
+            in_chunk_slot = warp_counts[warp * columns + rank_column] + __popc(same_rank & lower);
+        return;
+    }
     __syncthreads();
+    for (int turn = 0; turn * 32 < num_entries; ++turn) {
+        if (warp == turn) {
+            if (id >= 0) in_chunk_pos = totals[expert_column] + __popc(same_expert & lower);
+            if (id >= 0 && lead) in_chunk_slot = totals[rank_column] + __popc(same_rank & lower);
+            __syncwarp();
+            if (expert_leader) totals[expert_column] += __popc(same_expert);
+            if (rank_leader) totals[rank_column] += __popc(same_rank);
+        }
+        __syncthreads();
+    }
+}
+
+// starts[c] = sum of chunk_counts[p][c] over the chunks p < chunk (all published). Columns are
+// spread over the threads, and with few columns each column's chunks over several threads.
+SY_DEVICE void sum_earlier_chunks(const LayoutArgs& args, int columns, int chunk, int32_t* starts,
+                                  int32_t* partial) {
+    const int parts = max(1, int(blockDim.x) / columns);
+    for (int i = threadIdx.x; i < columns * parts; i += blockDim.x) {
+        const int column = i % columns, part = i / columns;
+        int32_t running = 0;
+        for (int first = part * 8; first < chunk; first += parts * 8) {
+            int32_t counts[8];  // eight chunks' counts in flight at once
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+                counts[j] = first + j < chunk ? args.chunk_counts[int64_t(first + j) * columns + column] : 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) running += counts[j];
+        }
+        if (parts == 1)
+            starts[column] = running;
+        else
+            partial[i] = running;
+    }
+    if (parts == 1) return;
+    __syncthreads();
+    for (int column = threadIdx.x; column < columns; column += blockDim.x) {
+        int32_t running = 0;
+        for (int part = 0; part < parts; ++part) running += partial[part * columns + column];
+        starts[column] = running;
+    }
 }
 
 }  // namespace layout_detail
 
 template <typename IndexT>
-__global__ void __launch_bounds__(kLayoutThreads, 1)
-    layout_count_kernel(const __grid_constant__ LayoutArgs args) {
+__global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_constant__ LayoutArgs args) {
     extern __shared__ __align__(16) int32_t shared[];
     const int columns = args.num_experts + args.num_ranks;
-    int32_t* counts = shared;
-    int32_t* ids = shared + align_up(int64_t(columns), 4);
+    const int64_t padded = align_up(int64_t(columns), 4);
+    int32_t* totals = shared;           // [columns] this chunk's entries per column
+    int32_t* starts = shared + padded;  // [columns] entries of the earlier chunks per column
+    int32_t* ids = starts + padded;
     int32_t* leads = ids + kLayoutThreads;
-    for (int i = threadIdx.x; i < columns; i += blockDim.x) counts[i] = 0;
-    const layout_detail::LayoutEntry entry = layout_detail::entry_of(args);
-    layout_detail::stage_entry<IndexT>(args, entry, true, ids, leads);
-    const int32_t id = ids[threadIdx.x];
-    if (id >= 0) {
-        atomicAdd(counts + id, 1);
-        if (leads[threadIdx.x])
-            atomicAdd(counts + args.num_experts + id / (args.num_experts / args.num_ranks), 1);
-    }
-    if (entry.in_chunk && args.topk_copy) args.topk_copy[int64_t(entry.token) * args.topk + entry.k] = id;
-    __syncthreads();
-    for (int i = threadIdx.x; i < columns; i += blockDim.x)
-        args.chunk_counts[int64_t(blockIdx.x) * columns + i] = counts[i];
-}
-
-template <typename IndexT>
-__global__ void __launch_bounds__(kLayoutThreads, 1)
-    layout_write_kernel(const __grid_constant__ LayoutArgs args) {
-    extern __shared__ __align__(16) int32_t shared[];
-    const int columns = args.num_experts + args.num_ranks;
-    int32_t* base = shared;  // this chunk's starting offset per expert and rank
-    int32_t* ids = shared + align_up(int64_t(columns), 4);
-    int32_t* leads = ids + kLayoutThreads;
+    int32_t* partial = leads + kLayoutThreads;
+    int32_t* warp_counts = partial + kLayoutThreads;  // [32][columns] (histogram)
     const int experts_per_rank = args.num_experts / args.num_ranks;
-    for (int column = threadIdx.x; column < columns; column += blockDim.x) {
-        // Eight chunks' counts in flight at once.
-        int32_t running = 0;
-        for (int first = 0; first < int(blockIdx.x); first += 8) {
-            int32_t counts[8];
-#pragma unroll
-            for (int i = 0; i < 8; ++i)
-                counts[i] = first + i < int(blockIdx.x)
-                                ? args.chunk_counts[int64_t(first + i) * columns + column]
-                                : 0;
-#pragma unroll
-            for (int i = 0; i < 8; ++i) running += counts[i];
-        }
-        base[column] = running;
-        if (blockIdx.x == gridDim.x - 1) {
-            const int32_t total = running + args.chunk_counts[int64_t(blockIdx.x) * columns + column];
-            if (column < args.num_experts)
-                args.num_tokens_per_expert[column] = total;
-            else
-                args.num_tokens_per_rank[column - args.num_experts] = total;
-        }
+    uint64_t* epoch_word = args.chunk_flags + args.max_chunks;
+    __shared__ uint64_t epoch;
+    __shared__ int ok;
+    if (threadIdx.x == 0) {
+        epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word) + 1;  // before this block publishes
+        ok = 1;
     }
-    const layout_detail::LayoutEntry entry = layout_detail::entry_of(args);
-    // Defaults for the chunk's tokens: in no rank.
-    const int tokens = entry.num_entries / args.topk;
-    for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
-        const int64_t cell = int64_t(entry.first_token) * args.num_ranks + i;
-        args.token_rank_slot[cell] = -1;
-        if (args.token_in_rank) args.token_in_rank[cell] = 0;
-    }
-    layout_detail::stage_entry<IndexT>(args, entry, false, ids, leads);  // syncs: defaults are written
-    const int32_t id = ids[threadIdx.x];
-    const int rank = id >= 0 ? id / experts_per_rank : -1;
-    const bool lead = leads[threadIdx.x] != 0;
-    // Rank among the chunk's earlier entries: warps take turns in entry order; each adds the
-    // running count of its expert (rank) to its rank within the warp (a match mask) and the warp's
-    // first entry of each expert (rank) then advances the running count. One block barrier per
-    // warp; the earlier all-pairs scan cost ~1,000 iterations per thread.
-    const int warp = int(threadIdx.x / 32);
-    const uint32_t lower = ptx::lanemask_lt();
-    const uint32_t same_expert = __match_any_sync(0xffffffffu, id);
-    const uint32_t same_rank = __match_any_sync(0xffffffffu, lead ? rank : -1);
-    int32_t expert_pos = -1, rank_slot = -1;
-    for (int turn = 0; turn * 32 < entry.num_entries; ++turn) {
-        if (warp == turn) {
-            if (id >= 0) expert_pos = base[id] + __popc(same_expert & lower);
-            if (id >= 0 && lead) rank_slot = base[args.num_experts + rank] + __popc(same_rank & lower);
-            __syncwarp();
-            if (id >= 0 && (same_expert & lower) == 0) base[id] += __popc(same_expert);
-            if (id >= 0 && lead && (same_rank & lower) == 0)
-                base[args.num_experts + rank] += __popc(same_rank);
+    __syncthreads();
+
+    for (int chunk = blockIdx.x; chunk < args.num_chunks; chunk += gridDim.x) {
+        const layout_detail::LayoutEntry entry = layout_detail::entry_of(args, chunk);
+        // Defaults for the chunk's tokens: in no rank.
+        const int tokens = entry.num_entries / max(args.topk, 1);
+        for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
+            const int64_t cell = int64_t(entry.first_token) * args.num_ranks + i;
+            args.token_rank_slot[cell] = -1;
+            if (args.token_in_rank) args.token_in_rank[cell] = 0;
         }
+        layout_detail::stage_entry<IndexT>(args, entry, ids, leads);
+        __syncthreads();  // leads written; the defaults above precede the slots below (same block)
+        const int32_t id = ids[threadIdx.x];
+        const int rank = id >= 0 ? id / experts_per_rank : -1;
+        const bool lead = leads[threadIdx.x] != 0;
+        int32_t expert_pos = -1, rank_slot = -1;
+        layout_detail::count_chunk(args, columns, entry.num_entries, id, rank, lead, totals, warp_counts,
+                                   expert_pos, rank_slot);
         __syncthreads();
-    }
-    if (!entry.in_chunk) return;
-    if (args.token_expert_pos) args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] = expert_pos;
-    if (id >= 0 && lead) {
-        const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
-        args.token_rank_slot[cell] = rank_slot;
-        if (args.token_in_rank) args.token_in_rank[cell] = 1;
+
+        // publish: the totals, then (after every writer's fence and the barrier) the flag.
+        for (int column = threadIdx.x; column < columns; column += blockDim.x)
+            args.chunk_counts[int64_t(chunk) * columns + column] = totals[column];
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            ptx::st_release_sys(args.chunk_flags + chunk, epoch);
+        }
+
+        // look back: every earlier chunk's totals (their blocks are resident and publish first).
+        for (int p = threadIdx.x; p < chunk; p += blockDim.x)
+            if (!wait_at_least(args.chunk_flags + p, epoch, args.diagnostics, kPhaseLayout, -1)) ok = 0;
+        __syncthreads();
+        if (!ok) return;
+        layout_detail::sum_earlier_chunks(args, columns, chunk, starts, partial);
+        __syncthreads();
+        if (chunk == args.num_chunks - 1) {
+            for (int column = threadIdx.x; column < columns; column += blockDim.x) {
+                const int32_t total = starts[column] + totals[column];
+                if (column < args.num_experts)
+                    args.num_tokens_per_expert[column] = total;
+                else
+                    args.num_tokens_per_rank[column - args.num_experts] = total;
+            }
+            // Every block has published a chunk, so every block has read the old epoch.
+            if (threadIdx.x == 0) *epoch_word = epoch;
+        }
+        if (entry.in_chunk) {
+            if (args.token_expert_pos)
+                args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] =
+                    id >= 0 ? starts[id] + expert_pos : -1;
+            if (id >= 0 && lead) {
+                const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
+                args.token_rank_slot[cell] = starts[args.num_experts + rank] + rank_slot;
+                if (args.token_in_rank) args.token_in_rank[cell] = 1;
+            }
+        }
+        __syncthreads();  // the shared arrays are reused by the next chunk
     }
 }
 
