@@ -35,6 +35,7 @@ struct Buffer::Impl {
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     cudaEvent_t comm_done = nullptr;     // recorded after each op (on the stream it ran on)
     int sm_budget = 1;
+    bool chain_kernels = false;  // programmatic dependent launch inside an op (LaunchContext)
     int device_sms = 1;
     // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
     int32_t* host_counts = nullptr;
@@ -76,6 +77,7 @@ struct Buffer::Impl {
         context.diagnostics.timeout_ns = static_cast<uint64_t>(config.timeout_seconds * 1e9);
         context.diagnostics.rank = communicator->rank();
         context.sm_budget = sm_budget;
+        context.chain_kernels = chain_kernels;
         context.outputs = outputs.get();
         context.layout_scratch = layout_scratch;
         return context;

@@ -35,6 +35,7 @@ void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchAr
     config.shared_bytes = unsigned(2 * args.stage_bytes * warps);
     config.stream = context.stream;
     config.cooperative = true;  // every block waits for peers: all must be resident
+    config.programmatic_dependent_launch = context.chain_kernels;  // after the layout kernel
     jit::launch(kernel, config, &args, sizeof(args));
 }
 
@@ -46,6 +47,7 @@ void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs
     config.grid[0] = unsigned(std::max(1, context.sm_budget) * 4);
     config.block[0] = 256;
     config.stream = context.stream;
+    config.programmatic_dependent_launch = context.chain_kernels;  // after the dispatch kernel
     jit::launch(kernel, config, &args, sizeof(args));
 }
 

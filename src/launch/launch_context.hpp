@@ -25,6 +25,10 @@ struct LaunchContext {
     device::BufferLayout layout{};
     device::Diagnostics diagnostics{};
     int sm_budget = 1;
+    // Kernels of one op may be chained with programmatic dependent launch (the next grid resident
+    // while the previous ends). Only on a GPU this rank has alone: a co-located rank's cooperative
+    // kernel could otherwise find its SMs held by this rank's waiting blocks.
+    bool chain_kernels = false;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
     device::LayoutScratch layout_scratch{};       // the layout kernel's per-chunk counts and flags
 };

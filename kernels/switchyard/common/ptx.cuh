@@ -29,6 +29,19 @@ SY_DEVICE uint64_t globaltimer_ns() {
     return t;
 }
 
+// --- Programmatic dependent launch (sm_90+) ------------------------------------------------------
+// Both are no-ops when the kernel was launched without the programmatic-serialization attribute.
+
+// Waits until the previous kernel in the stream has completed and its writes are visible.
+SY_DEVICE void grid_dependency_wait() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// Lets the next kernel in the stream (if launched with the attribute) be scheduled now.
+SY_DEVICE void launch_dependents() {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 SY_DEVICE uint32_t smem_address(const void* pointer) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }

@@ -296,6 +296,11 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     __shared__ int32_t dest_offset[kHtMaxRanks];
     __shared__ __align__(8) uint64_t stage_barriers[16][2];
     const HtCommon& c = args.common;
+    // With programmatic dependent launch this grid is resident before the layout kernel ends:
+    // wait for it before reading anything it wrote (the routing, the poison word); then let the
+    // receive kernel be scheduled, to wait in turn at its start.
+    ptx::grid_dependency_wait();
+    ptx::launch_dependents();
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     const uint64_t sequence = counters[kCounterHt] + 1;
     const int warp = threadIdx.x / 32, num_warps = blockDim.x / 32;

@@ -31,6 +31,7 @@ SY_DEVICE void warp_zero(uint8_t* destination, int64_t bytes) {
 
 __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constant__ HtReceiveArgs args) {
     const HtCommon& c = args.common;
+    ptx::grid_dependency_wait();             // the dispatch kernel's results (programmatic dependent launch)
     if (is_poisoned(c.diagnostics)) return;  // the dispatch failed: its rows are not all there
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
     const int32_t* recv_info = args.recv_info;

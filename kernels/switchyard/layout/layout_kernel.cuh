@@ -239,6 +239,8 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     uint64_t* epoch_word = args.chunk_flags + args.max_chunks;
     __shared__ uint64_t epoch;
     __shared__ int ok;
+    // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
+    ptx::launch_dependents();
     if (threadIdx.x == 0) {
         epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word) + 1;  // before this block publishes
         ok = 1;
