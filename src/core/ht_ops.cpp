@@ -176,14 +176,22 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             handle->num_tokens_per_expert = cached->num_tokens_per_expert;
             handle->recv_info = cached->recv_info;
         } else {
-            handle->token_rank_slot = impl.outputs->allocate(DType::kInt32, {T, R}, comm);
-            handle->token_expert_pos = impl.outputs->allocate(DType::kInt32, {T, K}, comm);
-            handle->topk_idx = impl.outputs->allocate(DType::kInt32, {T, K}, comm);
-            handle->num_tokens_per_rank = impl.outputs->allocate(DType::kInt32, {R}, comm);
-            handle->num_tokens_per_expert = impl.outputs->allocate(DType::kInt32, {E}, comm);
-            handle->recv_info = impl.outputs->allocate(DType::kInt32, {info.total_ints()}, comm);
-            if (handle->has_weights)
-                handle->topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, comm);
+            // The handle's routing arrays: one allocation (host time, see allocate_group).
+            auto routing = impl.outputs->allocate_group({{DType::kInt32, {T, R}},
+                                                         {DType::kInt32, {T, K}},
+                                                         {DType::kInt32, {T, K}},
+                                                         {DType::kInt32, {R}},
+                                                         {DType::kInt32, {E}},
+                                                         {DType::kInt32, {info.total_ints()}},
+                                                         {DType::kFloat32, {handle->has_weights ? T : 0, K}}},
+                                                        comm);
+            handle->token_rank_slot = routing[0];
+            handle->token_expert_pos = routing[1];
+            handle->topk_idx = routing[2];
+            handle->num_tokens_per_rank = routing[3];
+            handle->num_tokens_per_expert = routing[4];
+            handle->recv_info = routing[5];
+            if (handle->has_weights) handle->topk_weights = routing[6];
             device::LayoutArgs layout{};
             layout.topk_idx = checked.topk_idx.ptr();
             layout.topk_row_stride = checked.topk_idx.strides[0];
@@ -276,11 +284,18 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         }
         handle->row_capacity = rows;
         handle->expert_row_capacity = expert_rows;
-        handle->row_src_token = impl.outputs->allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, comm);
-        handle->row_combine_slot = impl.outputs->allocate(DType::kInt32, {std::max<int64_t>(rows, 1)}, comm);
-        handle->row_expert_row = impl.outputs->allocate(DType::kInt32, {std::max<int64_t>(rows, 1), K}, comm);
-        handle->row_weights = impl.outputs->allocate(DType::kFloat32, {std::max<int64_t>(rows, 1), K}, comm);
-        result.num_recv_rows = impl.outputs->allocate(DType::kInt32, {1}, comm);
+        const int64_t row_slots = std::max<int64_t>(rows, 1);
+        auto row_arrays = impl.outputs->allocate_group({{DType::kInt32, {row_slots}},
+                                                        {DType::kInt32, {row_slots}},
+                                                        {DType::kInt32, {row_slots, K}},
+                                                        {DType::kFloat32, {row_slots, K}},
+                                                        {DType::kInt32, {1}}},
+                                                       comm);
+        handle->row_src_token = row_arrays[0];
+        handle->row_combine_slot = row_arrays[1];
+        handle->row_expert_row = row_arrays[2];
+        handle->row_weights = row_arrays[3];
+        result.num_recv_rows = row_arrays[4];
 
         const DType payload_dtype =
             plan.payload_kind == device::kPayloadFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;

@@ -221,13 +221,19 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         // Allocated on the op's stream once it follows the caller's stream (inside a capture they
         // become graph allocation nodes).
         const cudaStream_t comm = impl.op_stream(stream);
-        result.recv_x =
-            impl.outputs->allocate(args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16, {L, rows, H}, comm);
-        handle->recv_count = impl.outputs->allocate(DType::kInt32, {L}, comm);
-        handle->recv_source = impl.outputs->allocate(DType::kInt32, {L, rows}, comm);
+        // One allocation for all of the op's outputs (host time, see allocate_group).
+        auto outputs = impl.outputs->allocate_group(
+            {{args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16, {L, rows, H}},
+             {DType::kInt32, {L}},
+             {DType::kInt32, {L, rows}},
+             {scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32,
+              {args.use_fp8 ? L : 0, words, rows}}},
+            comm);
+        result.recv_x = outputs[0];
+        handle->recv_count = outputs[1];
+        handle->recv_source = outputs[2];
         if (args.use_fp8) {
-            handle->recv_scales_storage = impl.outputs->allocate(
-                scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32, {L, words, rows}, comm);
+            handle->recv_scales_storage = outputs[3];
             result.recv_scales = DeviceTensor::borrow(TensorView::strided(
                 handle->recv_scales_storage.view().ptr(), handle->recv_scales_storage.view().dtype,
                 {L, rows, words}, {words * rows, 1, rows}, Device::cuda(device)));

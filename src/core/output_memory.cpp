@@ -52,28 +52,27 @@ OutputMemory::OutputMemory(int device) : state_(std::make_shared<State>()) {
     state_->side_stream = shared_helper_stream(device);
 }
 
-DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> shape,
-                                    cudaStream_t stream) const {
-    TensorView view = TensorView::contiguous(nullptr, dtype, shape, Device::cuda(state_->device));
-    const size_t bytes = static_cast<size_t>(view.numel()) * dtype_size(dtype);
-    if (bytes == 0) return DeviceTensor::adopt(view, nullptr);
+namespace {
+
+// `bytes` from the pool for work ordered on `stream` (a side stream while it captures), owned by
+// the returned pointer, which frees it in that order.
+std::shared_ptr<void> allocate_storage(const std::shared_ptr<OutputMemory::State>& state, size_t bytes,
+                                       cudaStream_t stream) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     const bool capturing = capture != cudaStreamCaptureStatusNone;
     // Stream-ordered: never synchronizes the device, so ranks sharing a GPU cannot deadlock on it.
-    cudaStream_t order = capturing ? state_->side_stream : stream;
+    cudaStream_t order = capturing ? state->side_stream : stream;
     void* memory = nullptr;
     if (capturing) {
         // Outside the capture: the memory is valid once the side stream has run the allocation.
         RelaxedCaptureMode relaxed;
-        SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, order));
+        SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state->pool, order));
         SY_CUDA_CHECK(cudaStreamSynchronize(order));
     } else {
-        SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state_->pool, order));
+        SY_CUDA_CHECK(cudaMallocFromPoolAsync(&memory, bytes, state->pool, order));
     }
-    view.data = memory;
-    std::shared_ptr<State> state = state_;
-    std::shared_ptr<void> storage(memory, [state, order](void* pointer) {
+    return std::shared_ptr<void>(memory, [state, order](void* pointer) {
         int current = 0;
         cudaGetDevice(&current);
         cudaSetDevice(state->device);
@@ -81,7 +80,43 @@ DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> 
         cudaFreeAsync(pointer, order);
         cudaSetDevice(current);
     });
+}
+
+constexpr size_t kGroupAlignment = 256;
+
+}  // namespace
+
+DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> shape,
+                                    cudaStream_t stream) const {
+    TensorView view = TensorView::contiguous(nullptr, dtype, shape, Device::cuda(state_->device));
+    const size_t bytes = static_cast<size_t>(view.numel()) * dtype_size(dtype);
+    if (bytes == 0) return DeviceTensor::adopt(view, nullptr);
+    std::shared_ptr<void> storage = allocate_storage(state_, bytes, stream);
+    view.data = storage.get();
     return DeviceTensor::adopt(view, std::move(storage));
+}
+
+std::vector<DeviceTensor> OutputMemory::allocate_group(std::initializer_list<Spec> specs,
+                                                       cudaStream_t stream) const {
+    std::vector<TensorView> views;
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (const Spec& spec : specs) {
+        views.push_back(
+            TensorView::contiguous(nullptr, spec.dtype, spec.shape, Device::cuda(state_->device)));
+        offsets.push_back(total);
+        const size_t bytes = static_cast<size_t>(views.back().numel()) * dtype_size(spec.dtype);
+        total += (bytes + kGroupAlignment - 1) / kGroupAlignment * kGroupAlignment;
+    }
+    std::shared_ptr<void> storage = total > 0 ? allocate_storage(state_, total, stream) : nullptr;
+    std::vector<DeviceTensor> tensors;
+    tensors.reserve(views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+        const bool empty = views[i].numel() == 0;
+        views[i].data = empty ? nullptr : static_cast<uint8_t*>(storage.get()) + offsets[i];
+        tensors.push_back(DeviceTensor::adopt(views[i], empty ? nullptr : storage));
+    }
+    return tensors;
 }
 
 void OutputMemory::reserve(size_t bytes) const {

@@ -15,6 +15,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "switchyard/device_tensor.hpp"
 
@@ -28,6 +29,15 @@ class OutputMemory {
 
     // A tensor for work ordered on `stream` (freed in that order when its last copy goes).
     DeviceTensor allocate(DType dtype, std::initializer_list<int64_t> shape, cudaStream_t stream) const;
+
+    struct Spec {
+        DType dtype;
+        std::initializer_list<int64_t> shape;
+    };
+    // Several tensors carved from one allocation (each 256-byte aligned), freed when the last of
+    // them goes: one pool call instead of one per tensor. An op's small outputs (its handle's
+    // arrays) cost ~1-2 us of host time each when allocated apart.
+    std::vector<DeviceTensor> allocate_group(std::initializer_list<Spec> specs, cudaStream_t stream) const;
 
     // Grows the pool to `bytes` now and keeps them. Growing maps new physical memory, which can
     // wait for work on the whole device: inside an op, with co-located ranks, that wait holds this
