@@ -93,6 +93,14 @@ std::string arch_for_compute_capability(int major, int minor) {
 }
 
 std::string arch_for_device(int device) {
+    // Asked on every get_kernel(), i.e. on every launch: four driver calls the first time per
+    // device, a map lookup after.
+    static std::mutex mutex;
+    static std::map<int, std::string> known;
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (auto found = known.find(device); found != known.end()) return found->second;
+    }
     const DriverApi& api = driver();
     const CUdevice handle = device_handle(device);
     int major = 0, minor = 0;
@@ -100,7 +108,10 @@ std::string arch_for_device(int device) {
              "cuDeviceGetAttribute", "(compute capability)");
     check_cu(api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle),
              "cuDeviceGetAttribute", "(compute capability)");
-    return arch_for_compute_capability(major, minor);
+    std::string arch = arch_for_compute_capability(major, minor);
+    std::lock_guard<std::mutex> lock(mutex);
+    known[device] = arch;
+    return arch;
 }
 
 Kernel::Kernel(const KernelSource& source, CompiledKernel compiled, int device, void* context, void* module,
