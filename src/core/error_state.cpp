@@ -5,7 +5,8 @@
 #include <sstream>
 
 #include "core/cuda_check.hpp"
-#include "switchyard/transport/barrier.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/peer_kernel_details.cuh"
 
 namespace switchyard::core {
 
@@ -99,14 +100,20 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
                 << " block arrivals of the next";
     } else {
         message << "expected signal " << record.expected << ", last seen " << record.observed;
-        if (record.phase == device::kPhaseBarrier) {
-            // detail: the peer's latest barrier kernel on this buffer and ns since it started.
-            if (record.detail[1] == device::kBarrierPeerNeverStarted)
-                message << "; rank " << record.peer << " has not started a barrier kernel on this buffer";
-            else
-                message << "; rank " << record.peer << "'s latest barrier kernel (#" << record.detail[0]
-                        << ") started " << record.detail[1] / 1e9 << " s before this report";
-        }
+        // detail: the peer's latest kernel of the family on this buffer (its op) and ns since it
+        // started (peer_kernel_details.cuh). Combine arrivals count rows, not ops.
+        const char* family = record.phase == device::kPhaseBarrier ? "barrier"
+                             : record.phase == device::kPhaseHtNotify ||
+                                     record.phase == device::kPhaseHtData ||
+                                     record.phase == device::kPhaseHtCombine
+                                 ? "high-throughput"
+                                 : nullptr;
+        if (family && record.detail[1] == device::kPeerKernelNeverStarted)
+            message << "; rank " << record.peer << " has not started a " << family
+                    << " kernel on this buffer";
+        else if (family && record.detail[1] != 0)
+            message << "; rank " << record.peer << "'s latest " << family << " kernel (op #"
+                    << record.detail[0] << ") started " << record.detail[1] / 1e9 << " s before this report";
     }
     message << "); the buffer is poisoned: call reset() on all ranks or destroy it";
     throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));

@@ -29,7 +29,9 @@ std::string describe_workspace(const Buffer& buffer) {
     out << " counters barrier=" << counters[device::kCounterBarrier] << " (latest kernel #"
         << counters[device::kCounterBarrierRunning] << " started at "
         << counters[device::kCounterBarrierStartNs] << " ns)"
-        << " ht=" << counters[device::kCounterHt]
+        << " ht=" << counters[device::kCounterHt] << " (latest kernel #"
+        << counters[device::kCounterHtRunning] << " started at " << counters[device::kCounterHtStartNs]
+        << " ns)"
         << " ll_dispatch_send/recv=" << counters[device::kCounterLlDispatchSend] << "/"
         << counters[device::kCounterLlDispatchRecv]
         << " ll_combine_send/recv=" << counters[device::kCounterLlCombineSend] << "/"

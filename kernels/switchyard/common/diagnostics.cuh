@@ -121,9 +121,10 @@ SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Dia
 // rank waits: the signal must reach `target` and equal it. A larger value means the ranks' op
 // sequences diverged (a rank skipped or repeated an op, or its workspace was written by someone
 // else); consuming the data would give silently wrong results, so it is reported instead.
+template <typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_for_sequence(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
-                                 int32_t phase, int32_t peer) {
-    if (!wait_at_least(address, target, diagnostics, phase, peer)) return false;
+                                 int32_t phase, int32_t peer, Details details = {}) {
+    if (!wait_at_least(address, target, diagnostics, phase, peer, details)) return false;
     const uint64_t value = ptx::ld_acquire_sys(address);
     if (value == target) return true;
     report_error(diagnostics, kErrorSequenceMismatch, phase, peer, target, value, 0);

@@ -26,6 +26,9 @@ enum Counter : int32_t {
     // that times out waiting for this rank to say whether this rank's kernel ever ran.
     kCounterBarrierRunning = 8,
     kCounterBarrierStartNs = 9,
+    // The same for the high-throughput kernels (dispatch and combine share the op sequence).
+    kCounterHtRunning = 10,
+    kCounterHtStartNs = 11,
     // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
     kCounterLlTraceBlocks = 13,
     kCounterLlTraceStart = 14,

@@ -187,7 +187,7 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
         const uint64_t target = *consumed + expected;
         // Lock-step: more than this op's records would mean the sequences diverged.
         if (wait_for_sequence(c.layout.workspace.ht_combine_arrival(c.local_base, chunk, source), target,
-                              c.diagnostics, kPhaseHtCombine, source))
+                              c.diagnostics, kPhaseHtCombine, source, peer_details(c, source)))
             *consumed = target;
         else
             ok = false;
@@ -372,6 +372,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     const uint64_t sequence = counters[kCounterHt] + 1;
+    if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int num_warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
     // Warps [0, send_warps) send, the others reduce.
@@ -388,7 +389,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     __syncthreads();
     for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
         if (!wait_for_sequence(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence,
-                               c.diagnostics, kPhaseHtCombine, peer))
+                               c.diagnostics, kPhaseHtCombine, peer, ht_detail::peer_details(c, peer)))
             ok = 0;
     __syncthreads();
 

@@ -4,6 +4,7 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/ht_args.cuh"
@@ -13,6 +14,11 @@ namespace switchyard::device {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ht_detail {
+
+// For a timed-out wait on `peer`: which HT op the peer's latest kernel runs and when it started.
+SY_DEVICE PeerKernelDetails peer_details(const HtCommon& c, int peer) {
+    return {c.layout.workspace.counters(c.peer_bases[peer]), kHtStartSlots};
+}
 
 // Called by every thread of every block after its writes. `done_offset` is the workspace offset
 // of the [R] signal array to raise in each peer (dispatch-done or combine-done).

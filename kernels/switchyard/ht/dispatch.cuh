@@ -78,7 +78,7 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence) {
     __syncthreads();
     for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
         if (!wait_for_sequence(notify_entry(c, c.local_base, source).sequence(), sequence, c.diagnostics,
-                               kPhaseHtNotify, source))
+                               kPhaseHtNotify, source, peer_details(c, source)))
             ok = 0;
     __syncthreads();
     return ok != 0;
@@ -303,6 +303,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     ptx::launch_dependents();
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     const uint64_t sequence = counters[kCounterHt] + 1;
+    if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
     const uint32_t lane = ptx::lane_id();
 
@@ -371,7 +372,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     if (blockIdx.x == 0 && ok) {
         for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
             wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence,
-                              c.diagnostics, kPhaseHtData, source);
+                              c.diagnostics, kPhaseHtData, source, ht_detail::peer_details(c, source));
     }
 }
 

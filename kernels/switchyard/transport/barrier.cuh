@@ -8,12 +8,11 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 
 namespace switchyard::device {
-
-constexpr int64_t kBarrierPeerNeverStarted = -(int64_t(1) << 62);  // error detail 1 (PeerBarrierDetails)
 
 struct BarrierArgs {
     uint8_t* const* peer_bases;  // [R] each rank's buffer base as mapped here (device array)
@@ -26,19 +25,6 @@ struct BarrierArgs {
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-
-// On a timeout waiting for `peer`, the error record also says which barrier the peer's latest
-// kernel on this buffer runs and how long before the report it started (detail 0 and 1;
-// kBarrierPeerNeverStarted if it never started one; on another GPU the two global timers may
-// differ a little), so a peer that never ran is told apart from one whose signal went astray.
-struct PeerBarrierDetails {
-    const uint64_t* peer_counters;
-    SY_DEVICE void operator()(int64_t& running, int64_t& since_start) const {
-        running = int64_t(ptx::ld_relaxed_sys(peer_counters + kCounterBarrierRunning));
-        const uint64_t started = ptx::ld_relaxed_sys(peer_counters + kCounterBarrierStartNs);
-        since_start = started != 0 ? int64_t(ptx::globaltimer_ns() - started) : kBarrierPeerNeverStarted;
-    }
-};
 
 template <int kNumThreads>
 __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_constant__ BarrierArgs args) {
@@ -58,11 +44,8 @@ __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_co
     }
     __syncthreads();  // everyone read the old value before thread 0 advances it
     if (!table_ok) return;
-    if (threadIdx.x == 0) {
-        ptx::st_relaxed_sys(args.workspace.counters(args.local_base) + kCounterBarrierStartNs,
-                            ptx::globaltimer_ns());
-        ptx::st_relaxed_sys(args.workspace.counters(args.local_base) + kCounterBarrierRunning, sequence);
-    }
+    if (threadIdx.x == 0)
+        mark_kernel_start(args.workspace.counters(args.local_base), kBarrierStartSlots, sequence);
 
     // Make this rank's earlier writes (previous kernels in the stream) visible before signalling.
     ptx::fence_acq_rel_sys();
@@ -72,7 +55,8 @@ __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_co
     }
     const uint64_t* own_slots = args.workspace.barrier_signals(args.local_base);
     for (int peer = threadIdx.x; peer < args.num_ranks; peer += kNumThreads) {
-        const PeerBarrierDetails details{args.workspace.counters(args.peer_bases[peer])};
+        // On a timeout: when the peer's latest barrier kernel started, or that it never did.
+        const PeerKernelDetails details{args.workspace.counters(args.peer_bases[peer]), kBarrierStartSlots};
         if (!wait_at_least(own_slots + peer, sequence, args.diagnostics, kPhaseBarrier, peer, details)) break;
     }
     __syncthreads();
