@@ -28,6 +28,17 @@ int combine_send_warps() {
     return send_warps;
 }
 
+// Rows a combine sender warp writes per system fence. SWITCHYARD_HT_COMBINE_SEND_GROUP overrides the
+// default (read once per process), for tuning.
+int combine_send_group() {
+    static const int send_group = [] {
+        constexpr int kDefault = 4;
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_GROUP");
+        return value && *value ? std::clamp(std::atoi(value), 1, 32) : kDefault;
+    }();
+    return send_group;
+}
+
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
     const int budget = impl.sm_budget;
     int num_sms = requested > 0 ? requested : impl.config.num_sms;
@@ -419,6 +430,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.mode = rank_major ? 0 : (args.hierarchical ? 2 : 1);
         combine.weighted = args.weighted ? 1 : 0;
         combine.send_warps = combine_send_warps();
+        combine.send_group = combine_send_group();
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;
         if (args.row_weights.defined()) {

@@ -8,7 +8,7 @@
 //                 combine region (rank-major rows whose home is this rank stay where they are, in
 //                 y): rank-major rows as they are, expert-major rows per k (flat) or reduced over
 //                 this rank's k first and rounded to bf16 once (hierarchical); after each group of
-//                 kSendGroup rows it raises the homes' arrival counters of (the rows' token
+//                 send_group rows it raises the homes' arrival counters of (the rows' token
 //                 chunks, this rank);
 //  reduce_home    (reducer warps) in the order the rows arrive, by chunks of
 //                 kHtCombineChunkTokens home tokens: wait until every source's rows of the chunk
@@ -130,18 +130,18 @@ SY_DEVICE int send_row(const HtCombineArgs& args, int64_t row, int home, int tok
     return 1;
 }
 
-// Rows a sender warp writes before it signals them: the system-scope fence that makes a warp's
-// rows visible waits for all of its outstanding stores to peers, so it is paid once per group.
-constexpr int kSendGroup = 4;
+// Rows a sender warp writes before it signals them (HtCombineArgs::send_group, default 4): the
+// system-scope fence that makes a warp's rows visible waits for all of its outstanding stores to
+// peers, so it is paid once per group.
 
 // After a warp's group of rows: make them visible system-wide, then raise each home's arrival
 // counter of (the row's token chunk, this rank) by the records written (lane j: row j).
-SY_DEVICE void signal_arrivals(const HtCommon& c, int home, int token, int written) {
+SY_DEVICE void signal_arrivals(const HtCommon& c, int group, int home, int token, int written) {
     // Every lane fences its own stores; the signalling lanes' fences after the warp barrier then
     // cover them all (a fence is cumulative only over writes its thread has observed).
     ptx::fence_acq_rel_sys();
     __syncwarp();
-    if (int(ptx::lane_id()) < kSendGroup && written > 0) {
+    if (int(ptx::lane_id()) < group && written > 0) {
         ptx::fence_acq_rel_sys();
         ptx::red_add_release_sys(
             c.layout.workspace.ht_combine_arrival(c.peer_bases[home], token / kHtCombineChunkTokens, c.rank),
@@ -409,27 +409,27 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const bool skip_own = ht_detail::reads_own_rows(args);
         const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
         const int64_t sent_rows = rows - (skip_own ? own_last - own_first : 0);
-        // Groups of kSendGroup rows, item + j * senders: lane j finds row j's home and token (so
+        // Groups of send_group rows, item + j * senders: lane j finds row j's home and token (so
         // their loads overlap), the warp sends the rows, then signals them together.
-        for (int64_t base = sender; base < sent_rows; base += senders * ht_detail::kSendGroup) {
+        const int group = min(max(args.send_group, 1), 32);
+        for (int64_t base = sender; base < sent_rows; base += senders * group) {
             const int64_t my_item = base + int64_t(ptx::lane_id()) * senders;
             int64_t my_row = -1;
             int my_home = 0, my_token = 0;
-            if (int(ptx::lane_id()) < ht_detail::kSendGroup && my_item < sent_rows) {
+            if (int(ptx::lane_id()) < group && my_item < sent_rows) {
                 my_row = skip_own && my_item >= own_first ? my_item + (own_last - own_first) : my_item;
                 while (my_home + 1 < c.num_ranks && row_offsets[my_home + 1] <= my_row) ++my_home;
                 my_token = args.row_src_token[my_row];
             }
             int my_written = 0;
-#pragma unroll
-            for (int j = 0; j < ht_detail::kSendGroup; ++j) {
+            for (int j = 0; j < group; ++j) {
                 const int64_t row = __shfl_sync(0xffffffffu, my_row, j);
                 if (row < 0) break;
                 const int written = ht_detail::send_row(args, row, __shfl_sync(0xffffffffu, my_home, j),
                                                         __shfl_sync(0xffffffffu, my_token, j));
                 if (int(ptx::lane_id()) == j) my_written = written;
             }
-            ht_detail::signal_arrivals(c, my_home, my_token, my_written);
+            ht_detail::signal_arrivals(c, group, my_home, my_token, my_written);
         }
     } else if (ok) {
         // reduce_home, in arrival order, spread over every block's reducer warps.

@@ -91,6 +91,7 @@ struct HtCombineArgs {
     int32_t mode;         // 0 rank-major sum, 1 expert flat, 2 expert hierarchical
     int32_t weighted;
     int32_t send_warps;  // warps per block that send rows; the others reduce as rows arrive
+    int32_t send_group;  // rows a sender warp writes per system fence and arrival (1..32)
     const uint8_t* y;    // rows in the dispatch's layout, bf16
     int64_t y_row_stride_bytes;
     const float* row_weights;  // optional: rank-major [N, K] / expert-major [N] (sent back)
