@@ -98,6 +98,15 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
         message << "expected op " << (record.expected >> 32) << " on its set complete, seen "
                 << (record.observed >> 32) << " complete and " << (record.observed & 0xffffffffu)
                 << " block arrivals of the next";
+        // detail: the send sequence of the peer's latest kernel of this kind (counting both sets)
+        // and ns since it started (peer_kernel_details.cuh).
+        const char* kind = record.phase == device::kPhaseLlDispatch ? "dispatch" : "combine";
+        if (record.detail[1] == device::kPeerKernelNeverStarted)
+            message << "; rank " << record.peer << " has not started a low-latency " << kind
+                    << " send on this buffer";
+        else if (record.detail[1] != 0)
+            message << "; rank " << record.peer << "'s latest low-latency " << kind << " send (its op #"
+                    << record.detail[0] << ") started " << record.detail[1] / 1e9 << " s before this report";
     } else {
         message << "expected signal " << record.expected << ", last seen " << record.observed;
         // detail: the peer's latest kernel of the family on this buffer (its op) and ns since it

@@ -21,6 +21,8 @@ struct KernelStartSlots {
 };
 constexpr KernelStartSlots kBarrierStartSlots{kCounterBarrierRunning, kCounterBarrierStartNs};
 constexpr KernelStartSlots kHtStartSlots{kCounterHtRunning, kCounterHtStartNs};
+constexpr KernelStartSlots kLlDispatchStartSlots{kCounterLlDispatchRunning, kCounterLlDispatchStartNs};
+constexpr KernelStartSlots kLlCombineStartSlots{kCounterLlCombineRunning, kCounterLlCombineStartNs};
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 

@@ -33,7 +33,13 @@ enum Counter : int32_t {
     kCounterLlTraceBlocks = 13,
     kCounterLlTraceStart = 14,
     kCounterLlTraceEnd = 15,
-    kNumCounters = 16,
+    // Written by each LL kernel that sends, as it starts: its send sequence and the global timer
+    // (per op kind), for the same diagnosis as the barrier's and the HT kernels'.
+    kCounterLlDispatchRunning = 16,
+    kCounterLlDispatchStartNs = 17,
+    kCounterLlCombineRunning = 18,
+    kCounterLlCombineStartNs = 19,
+    kNumCounters = 20,
 };
 
 // Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely

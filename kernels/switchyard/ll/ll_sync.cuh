@@ -6,6 +6,7 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ll/ll_layout.cuh"
@@ -89,6 +90,10 @@ SY_DEVICE void ll_trace(const LlBufferArgs& buffer, int point) {
     buffer.trace[kLlTraceSlots - 1] = 1;
 }
 
+SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
+    return kind == kLlDispatch ? kLlDispatchStartSlots : kLlCombineStartSlots;
+}
+
 // Block prologue: reads this op's send and receive sequence numbers (counter + 1, the counters of
 // op kind `kKind`) into `shared_sequences` and the mask snapshot into `shared_mask` [R], then
 // synchronises the block. The block's last thread then arrives on the prologue counter without
@@ -106,6 +111,7 @@ SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequence
         shared_sequences[0] = ptx::ld_relaxed_sys(counters + kSendCounter) + 1;
         shared_sequences[1] = ptx::ld_relaxed_sys(counters + kRecvCounter) + 1;
         healthy = !is_poisoned(buffer.diagnostics);
+        if (kSend && blockIdx.x == 0) mark_kernel_start(counters, ll_start_slots(kKind), shared_sequences[0]);
     }
     const uint32_t* mask = buffer.signals.mask(buffer.signal_area());
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
@@ -180,7 +186,11 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
             shared_present[s] = shared_mask[s] == 0;
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            wait_at_least(arrivals + s, target, buffer.diagnostics, phase, s);
+            // On a timeout: the send sequence of the peer's latest kernel of this kind, and when
+            // it started (or that it never did).
+            const PeerKernelDetails details{buffer.workspace.counters(buffer.peer_bases[s]),
+                                            ll_start_slots(kind)};
+            wait_at_least(arrivals + s, target, buffer.diagnostics, phase, s, details);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
                           (unsigned long long)(ptx::globaltimer_ns() - start));
