@@ -116,6 +116,9 @@ SY_TEST(LowLatency, MasksUnresponsiveRank) {
             Buffer warm(env.communicator, env.device, ll_config(c));
             RankInputs inputs(c, ranks, env.device);
             inputs.load(everyone, env.rank, env.stream);
+            // Every rank's allocations (cudaMalloc may wait for the device) are done before any
+            // rank's kernel waits for its peers (design notes §2, rule 5).
+            env.communicator->barrier(std::chrono::seconds(60));
             for (bool hook : {false, true})
                 check_round(warm, env, everyone, issue_round(warm, env, inputs, hook),
                             hook ? "warm-up (hook)" : "warm-up");
@@ -127,6 +130,7 @@ SY_TEST(LowLatency, MasksUnresponsiveRank) {
         Buffer buffer(env.communicator, env.device, config);
         RankInputs inputs(c, ranks, env.device);
         inputs.load(everyone, env.rank, env.stream);
+        env.communicator->barrier(std::chrono::seconds(60));  // as above: allocations first
         check_round(buffer, env, everyone, issue_round(buffer, env, inputs, false), "all ranks");
         SY_CHECK(buffer.ll_query_mask() == std::vector<int32_t>(ranks, 0));
         if (env.rank != absent) {
