@@ -2,6 +2,7 @@
 #include "ll_bench.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +93,8 @@ struct Mode {
 // Per-op samples of one mode (the slowest rank of each iteration), and the byte counts.
 struct ModeResult {
     std::vector<double> dispatch_us, combine_us, send_us, recv_us, combine_send_us, combine_recv_us;
+    // Plain launches only: CPU time of rank 0's ll_dispatch / ll_combine calls (DESIGN.md §9).
+    std::vector<double> host_dispatch_us, host_combine_us;
     double dispatch_bytes = 0, dispatch_nvlink_bytes = 0, combine_bytes = 0, combine_nvlink_bytes = 0;
     int64_t buffer_bytes = 0;
     int num_sms = 0;
@@ -242,11 +245,22 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                         SWITCHYARD_BENCH_CUDA(cudaGraphLaunch(combine_graph, stream));
                         t1.stop(stream);
                     } else if (!mode.hook) {
+                        // The calls alone are timed on the host (the previous result is released
+                        // outside the timed part).
                         t0.start(stream);
-                        dispatched = buffer.ll_dispatch(dispatch, stream);
+                        auto host_start = std::chrono::steady_clock::now();
+                        LowLatencyDispatchResult fresh = buffer.ll_dispatch(dispatch, stream);
+                        samples[rank * 6 + 4][it] = std::chrono::duration<double, std::micro>(
+                                                        std::chrono::steady_clock::now() - host_start)
+                                                        .count();
                         t0.stop(stream);
+                        dispatched = std::move(fresh);
                         t1.start(stream);
+                        host_start = std::chrono::steady_clock::now();
                         auto c = buffer.ll_combine(combine, dispatched.handle, stream);
+                        samples[rank * 6 + 5][it] = std::chrono::duration<double, std::micro>(
+                                                        std::chrono::steady_clock::now() - host_start)
+                                                        .count();
                         t1.stop(stream);
                     } else {
                         t0.start(stream);
@@ -306,6 +320,10 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
         result.dispatch_us = slowest(0);
         result.combine_us = slowest(1);
     }
+    if (!mode.hook && !mode.graph) {
+        result.host_dispatch_us = samples[4];
+        result.host_combine_us = samples[5];
+    }
     return result;
 }
 
@@ -335,6 +353,8 @@ BenchRecord make_record(const LlOptions& options, const RunInfo& run, int ranks,
     record.extra.push_back({"phase", JsonValue(phase)});
     record.extra.push_back({"hook", JsonValue(mode.hook)});
     record.extra.push_back({"launch_on_caller_stream", JsonValue(options.caller_stream)});
+    const std::vector<double>& host = dispatch ? result.host_dispatch_us : result.host_combine_us;
+    if (!host.empty()) record.extra.push_back({"host_us_median", JsonValue(summarize(host).median)});
     return record;
 }
 
@@ -393,18 +413,21 @@ int run_ll_bench(int argc, char** argv) {
         std::fprintf(stderr, "switchyard-bench ll: %s\n", error.what());
         return 1;
     }
-    std::printf("%-9s %-6s %5s %5s %-18s %10s %10s %10s %10s\n", "op", "tokens", "graph", "hook", "phase",
-                "median_us", "min_us", "max_us", "nvlink_GBs");
+    std::printf("%-9s %-6s %5s %5s %-18s %10s %10s %10s %10s %8s\n", "op", "tokens", "graph", "hook", "phase",
+                "median_us", "min_us", "max_us", "nvlink_GBs", "host_us");
     for (const BenchRecord& r : records) {
-        std::string phase = "?";
-        for (const auto& [key, value] : r.extra)
+        std::string phase = "?", host = "-";
+        for (const auto& [key, value] : r.extra) {
             if (key == "phase") phase = value.dump(0);
-        std::printf(
-            "%-9s %-6lld %5s %5s %-18s %10.2f %10.2f %10.2f %10.1f\n", r.op.c_str(),
-            (long long)r.tokens_per_rank, r.graph_replay ? "yes" : "no",
-            phase.find("hook") != std::string::npos || phase == "\"send\"" || phase == "\"recv\"" ? "yes"
-                                                                                                  : "no",
-            phase.c_str(), r.time_us.median, r.time_us.min, r.time_us.max, r.nvlink_gbps.value_or(0.0));
+            if (key == "host_us_median") host = value.dump(0);
+        }
+        std::printf("%-9s %-6lld %5s %5s %-18s %10.2f %10.2f %10.2f %10.1f %8.8s\n", r.op.c_str(),
+                    (long long)r.tokens_per_rank, r.graph_replay ? "yes" : "no",
+                    phase.find("hook") != std::string::npos || phase == "\"send\"" || phase == "\"recv\""
+                        ? "yes"
+                        : "no",
+                    phase.c_str(), r.time_us.median, r.time_us.min, r.time_us.max,
+                    r.nvlink_gbps.value_or(0.0), host.c_str());
     }
     if (options.out) {
         JsonObject meta{
