@@ -17,6 +17,8 @@
 // SWITCHYARD_JIT_FAIL_ON_SPILLS.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -104,6 +106,26 @@ class Kernel {
 // the reference stays valid for the life of the process. `options.arch` is filled in from the
 // device when empty. Throws UnsupportedError when no CUDA driver is available.
 const Kernel& get_kernel(const KernelSource& source, int device, const CompileOptions& options = {});
+
+// A launcher's fixed kernel, looked up once per device: get_kernel() builds its cache key and
+// takes two locks on every call, which is host time on every op. For kernels whose source does
+// not depend on the call (a launcher keeps one of these as a function-local static).
+class CachedKernel {
+  public:
+    explicit CachedKernel(KernelSource source) : source_(std::move(source)) {}
+    const Kernel& get(int device) const {
+        if (device >= 0 && device < kMaxDevices)
+            if (const Kernel* kernel = loaded_[device].load(std::memory_order_acquire)) return *kernel;
+        const Kernel& kernel = get_kernel(source_, device);
+        if (device >= 0 && device < kMaxDevices) loaded_[device].store(&kernel, std::memory_order_release);
+        return kernel;
+    }
+
+  private:
+    static constexpr int kMaxDevices = 64;
+    KernelSource source_;
+    mutable std::array<std::atomic<const Kernel*>, kMaxDevices> loaded_{};
+};
 
 struct LaunchConfig {
     unsigned grid[3] = {1, 1, 1};

@@ -10,10 +10,10 @@ constexpr int kBarrierThreads = 128;
 }
 
 void launch_barrier(const LaunchContext& context) {
-    const jit::Kernel& kernel =
-        jit::get_kernel({"barrier", "switchyard/transport/barrier.cuh",
-                         "switchyard::device::barrier_kernel<" + std::to_string(kBarrierThreads) + ">"},
-                        context.device);
+    static const jit::CachedKernel cached(
+        {"barrier", "switchyard/transport/barrier.cuh",
+         "switchyard::device::barrier_kernel<" + std::to_string(kBarrierThreads) + ">"});
+    const jit::Kernel& kernel = cached.get(context.device);
     device::BarrierArgs args{};
     args.peer_bases = context.peer_bases;
     args.peer_table_digest = context.peer_table_digest;

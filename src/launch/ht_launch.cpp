@@ -25,9 +25,9 @@ device::HtCommon ht_common(const LaunchContext& context) {
 }
 
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms) {
-    const jit::Kernel& kernel = jit::get_kernel(
-        {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
-        context.device);
+    static const jit::CachedKernel cached(
+        {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"});
+    const jit::Kernel& kernel = cached.get(context.device);
     const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, kMaxDispatchWarps);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
@@ -40,8 +40,9 @@ void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchAr
 }
 
 void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args) {
-    const jit::Kernel& kernel = jit::get_kernel(
-        {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"}, context.device);
+    static const jit::CachedKernel cached(
+        {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"});
+    const jit::Kernel& kernel = cached.get(context.device);
     jit::LaunchConfig config;
     // No waits on other ranks: any grid works. Use the rank's SM budget several blocks deep.
     config.grid[0] = unsigned(std::max(1, context.sm_budget) * 4);
@@ -52,8 +53,9 @@ void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs
 }
 
 void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms) {
-    const jit::Kernel& kernel = jit::get_kernel(
-        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"}, context.device);
+    static const jit::CachedKernel cached(
+        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"});
+    const jit::Kernel& kernel = cached.get(context.device);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
     config.block[0] = 512;

@@ -10,10 +10,11 @@
 namespace switchyard::launch {
 
 void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64) {
-    const jit::Kernel& kernel = jit::get_kernel(
-        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
-         std::string("switchyard::device::layout_kernel<") + (index_is_int64 ? "long long" : "int") + ">"},
-        context.device);
+    static const jit::CachedKernel int32_ids(
+        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh", "switchyard::device::layout_kernel<int>"});
+    static const jit::CachedKernel int64_ids({"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
+                                              "switchyard::device::layout_kernel<long long>"});
+    const jit::Kernel& kernel = (index_is_int64 ? int64_ids : int32_ids).get(context.device);
     const device::LayoutScratch& scratch = context.layout_scratch;
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
