@@ -130,10 +130,15 @@ int run_ht_bench(int argc, char** argv) {
     std::printf("switchyard-bench ht on %d x %s (commit %s): EP%d, %d tokens/rank, hidden %d, top-%d of %d\n",
                 R, run.gpu.c_str(), run.commit.c_str(), R, T, H, K, E);
 
-    // Baselines first, in the same run.
+    // Baselines first, in the same run. The copy-engine bound needs two GPUs; with one (EP1, e.g.
+    // for host-time or ncu runs) it is skipped and the records carry no fraction of it.
     P2pCopyOptions p2p;
     p2p.iters = 10;
-    const auto copies = measure_p2p_copy(p2p);
+    std::vector<P2pCopyResult> copies;
+    if (R >= 2)
+        copies = measure_p2p_copy(p2p);
+    else
+        std::printf("  copy-engine peer bound skipped: EP1 moves nothing between GPUs\n");
     double peer_bound = 0, peer_bound_bidirectional = 0;
     for (const auto& copy : copies) {
         if (copy.bidirectional)
@@ -348,7 +353,7 @@ int run_ht_bench(int argc, char** argv) {
                 record.time_us = summarize(op == 0 ? dispatch_us : combine_us);
                 record.logical_gbps = gbps(double(op == 0 ? max_in : max_combine_in), record.time_us.median);
                 record.nvlink_gbps = gbps(double(op == 0 ? max_out : max_combine_out), record.time_us.median);
-                record.set_peer_bound(peer_bound);
+                record.set_peer_bound(peer_bound > 0 ? std::optional<double>(peer_bound) : std::nullopt);
                 record.set_nccl_reference(nccl_us[{fp8, op}]);
                 record.buffer_bytes = int64_t(ranks[0].buffer->buffer_bytes());
                 record.stamp(run);
@@ -363,9 +368,10 @@ int run_ht_bench(int argc, char** argv) {
                 record.extra.emplace_back("is_model_choice", JsonValue(sms == model_sms[op]));
                 record.extra.emplace_back("peer_bound_bidirectional_gbps",
                                           JsonValue(peer_bound_bidirectional));
-                record.extra.emplace_back(
-                    "fraction_of_bidirectional_bound",
-                    JsonValue(record.nvlink_gbps ? *record.nvlink_gbps / peer_bound_bidirectional : 0.0));
+                record.extra.emplace_back("fraction_of_bidirectional_bound",
+                                          JsonValue(record.nvlink_gbps && peer_bound_bidirectional > 0
+                                                        ? *record.nvlink_gbps / peer_bound_bidirectional
+                                                        : 0.0));
                 records.push_back(record);
                 (op == 0 ? dispatch_median : combine_median)[{fp8, sms}] = record.time_us.median;
             }
