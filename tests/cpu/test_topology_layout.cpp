@@ -138,4 +138,18 @@ SY_TEST(LayoutKernels, ChunksCoverTokensAndFitTheBuffersScratch) {
     }
 }
 
+// The layout kernel's shared memory: with per-warp counts (up to kLayoutHistogramColumns columns)
+// it must fit the smallest opt-in limit of the GPUs we build for (227 KiB on H100/H200/B200), and
+// without them (the warps-take-turns path, up to the 4,096 experts validation allows, and 64
+// ranks) the 48 KiB every launch gets without opting in.
+SY_TEST(LayoutKernels, SharedMemoryFitsBothPaths) {
+    using namespace switchyard::device;
+    const int32_t widest_histogram_experts = kLayoutHistogramColumns - 8;
+    SY_CHECK(layout_uses_histogram(widest_histogram_experts, 8));
+    SY_CHECK(!layout_uses_histogram(widest_histogram_experts + 1, 8));
+    SY_CHECK(layout_uses_histogram(256, 8));
+    SY_CHECK(layout_shared_bytes(widest_histogram_experts, 8, true) <= 227 * 1024);
+    SY_CHECK(layout_shared_bytes(4096, 64, false) <= 48 * 1024);
+}
+
 SY_TEST_MAIN()
