@@ -95,9 +95,9 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
     if (ll_arrivals) {
         // LL arrival counters: 2^32 per complete op on the set, plus one per sending block seen of
         // an op in progress (ll_sync.cuh). (The masking decision waits on a plain sequence.)
-        message << "expected op " << (record.expected >> 32) << " on its set complete, seen "
-                << (record.observed >> 32) << " complete and " << (record.observed & 0xffffffffu)
-                << " block arrivals of the next";
+        message << "expected op " << (record.expected >> 32) << " on set " << (record.expected & 1u)
+                << " complete, seen " << (record.observed >> 32) << " complete and "
+                << (record.observed & 0xffffffffu) << " block arrivals of the next";
         // detail: the send sequence of the peer's latest kernel of this kind (counting both sets)
         // and ns since it started (peer_kernel_details.cuh).
         const char* kind = record.phase == device::kPhaseLlDispatch ? "dispatch" : "combine";

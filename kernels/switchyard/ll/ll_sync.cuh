@@ -190,7 +190,11 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
             // it started (or that it never did).
             const PeerKernelDetails details{buffer.workspace.counters(buffer.peer_bases[s]),
                                             ll_start_slots(kind)};
-            wait_at_least(arrivals + s, target, buffer.diagnostics, phase, s, details);
+            // The record's expected value carries this op's set in bit 0 (a target's low 32 bits
+            // are zero): ops n and n + 1 of a kind have the same target on different sets.
+            wait_until(
+                arrivals + s, [target](uint64_t value) { return value >= target; }, buffer.diagnostics, phase,
+                s, target | uint64_t(set), details);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
                           (unsigned long long)(ptx::globaltimer_ns() - start));
