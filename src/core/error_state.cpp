@@ -56,6 +56,16 @@ void ErrorState::clear() {
     std::memset(host_record_, 0, sizeof(device::ErrorRecord));
 }
 
+// A timeout record's details about the silent peer (peer_kernel_details.cuh): its latest `what`
+// on this buffer (detail 0: that kernel's op) and ns since it started, or that it never started one.
+static void describe_peer_kernel(std::ostream& message, const device::ErrorRecord& record, const char* what) {
+    if (record.detail[1] == device::kPeerKernelNeverStarted)
+        message << "; rank " << record.peer << " has not started a " << what << " on this buffer";
+    else if (record.detail[1] != 0)
+        message << "; rank " << record.peer << "'s latest " << what << " (its op #" << record.detail[0]
+                << ") started " << record.detail[1] / 1e9 << " s before this report";
+}
+
 void ErrorState::throw_if_error(double timeout_seconds) const {
     if (!has_error()) return;
     device::ErrorRecord record;
@@ -98,31 +108,18 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
         message << "expected op " << (record.expected >> 32) << " on set " << (record.expected & 1u)
                 << " complete, seen " << (record.observed >> 32) << " complete and "
                 << (record.observed & 0xffffffffu) << " block arrivals of the next";
-        // detail: the send sequence of the peer's latest kernel of this kind (counting both sets)
-        // and ns since it started (peer_kernel_details.cuh).
-        const char* kind = record.phase == device::kPhaseLlDispatch ? "dispatch" : "combine";
-        if (record.detail[1] == device::kPeerKernelNeverStarted)
-            message << "; rank " << record.peer << " has not started a low-latency " << kind
-                    << " send on this buffer";
-        else if (record.detail[1] != 0)
-            message << "; rank " << record.peer << "'s latest low-latency " << kind << " send (its op #"
-                    << record.detail[0] << ") started " << record.detail[1] / 1e9 << " s before this report";
+        // The op of the peer's latest send counts both sets.
+        describe_peer_kernel(message, record,
+                             record.phase == device::kPhaseLlDispatch ? "low-latency dispatch send"
+                                                                      : "low-latency combine send");
     } else {
         message << "expected signal " << record.expected << ", last seen " << record.observed;
-        // detail: the peer's latest kernel of the family on this buffer (its op) and ns since it
-        // started (peer_kernel_details.cuh). Combine arrivals count rows, not ops.
-        const char* family = record.phase == device::kPhaseBarrier ? "barrier"
-                             : record.phase == device::kPhaseHtNotify ||
-                                     record.phase == device::kPhaseHtData ||
-                                     record.phase == device::kPhaseHtCombine
-                                 ? "high-throughput"
-                                 : nullptr;
-        if (family && record.detail[1] == device::kPeerKernelNeverStarted)
-            message << "; rank " << record.peer << " has not started a " << family
-                    << " kernel on this buffer";
-        else if (family && record.detail[1] != 0)
-            message << "; rank " << record.peer << "'s latest " << family << " kernel (op #"
-                    << record.detail[0] << ") started " << record.detail[1] / 1e9 << " s before this report";
+        // (Combine arrivals count rows, not ops: the peer's op is still the HT op it runs.)
+        if (record.phase == device::kPhaseBarrier)
+            describe_peer_kernel(message, record, "barrier kernel");
+        else if (record.phase == device::kPhaseHtNotify || record.phase == device::kPhaseHtData ||
+                 record.phase == device::kPhaseHtCombine)
+            describe_peer_kernel(message, record, "high-throughput kernel");
     }
     message << "); the buffer is poisoned: call reset() on all ranks or destroy it";
     throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));

@@ -88,12 +88,7 @@ constexpr size_t kGroupAlignment = 256;
 
 DeviceTensor OutputMemory::allocate(DType dtype, std::initializer_list<int64_t> shape,
                                     cudaStream_t stream) const {
-    TensorView view = TensorView::contiguous(nullptr, dtype, shape, Device::cuda(state_->device));
-    const size_t bytes = static_cast<size_t>(view.numel()) * dtype_size(dtype);
-    if (bytes == 0) return DeviceTensor::adopt(view, nullptr);
-    std::shared_ptr<void> storage = allocate_storage(state_, bytes, stream);
-    view.data = storage.get();
-    return DeviceTensor::adopt(view, std::move(storage));
+    return allocate_group({{dtype, shape}}, stream)[0];
 }
 
 std::vector<DeviceTensor> OutputMemory::allocate_group(std::initializer_list<Spec> specs,

@@ -19,7 +19,6 @@ struct Options {
     bool stats = false;
 };
 
-// One dispatch + combine round on one rank, checked against the scenario.
 // Per-rank device scratch of the rounds, allocated once before the first op. Nothing may be
 // cudaMalloc'ed or cudaFree'd between ops: with several ranks per GPU (one process, one context),
 // cudaFree waits for every kernel on the device, including a peer's LL kernel that already waits
@@ -31,6 +30,23 @@ struct RoundScratch {
     RoundScratch(int max_local_experts, int num_ranks, size_t out_elements)
         : expert_stats(max_local_experts), wait_stats(num_ranks), out(out_elements) {}
 };
+
+// One rank of a two-rank case: its buffer, inputs and round scratch, all allocated before the
+// ranks meet on the host (no rank's first op may wait for a peer that is still allocating).
+struct TwoRankSetup {
+    Buffer buffer;
+    RankInputs inputs;
+    RoundScratch scratch;
+    TwoRankSetup(const Case& c, RankEnv& env)
+        : buffer(env.communicator, env.device, ll_config(c)),
+          inputs(c, 2, env.device),
+          scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden) {
+        SY_CUDA_OK(cudaDeviceSynchronize());
+        env.communicator->barrier(std::chrono::seconds(60));
+    }
+};
+
+// One dispatch + combine round on one rank, checked against the scenario.
 
 void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inputs, RoundScratch& scratch,
                const Options& options, const std::string& what) {
@@ -203,11 +219,10 @@ SY_TEST(LowLatencySanitizer, SmallEp2RoundTrip) {
     c.hidden = 2048, c.topk = 4, c.experts = 16, c.tokens = {5, 3}, c.seed = 31;
     const Scenario sc = make_scenario(c, 2);
     run_ranks(2, 1, [&](RankEnv& env) {
-        Buffer buffer(env.communicator, env.device, ll_config(c));
-        RankInputs inputs(c, 2, env.device);
-        RoundScratch scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden);
-        SY_CUDA_OK(cudaDeviceSynchronize());
-        env.communicator->barrier(std::chrono::seconds(60));
+        TwoRankSetup setup(c, env);
+        Buffer& buffer = setup.buffer;
+        RankInputs& inputs = setup.inputs;
+        RoundScratch& scratch = setup.scratch;
         for (int round = 0; round < 2; ++round) {
             Options options;
             options.hook = round == 1;
@@ -227,11 +242,10 @@ SY_TEST(LowLatency, InvalidExpertIdOnOneRank) {
     c.hidden = 2048, c.topk = 4, c.experts = 16, c.tokens = {8}, c.seed = 41;
     const Scenario sc = make_scenario(c, 2);
     run_ranks(2, 1, [&](RankEnv& env) {
-        Buffer buffer(env.communicator, env.device, ll_config(c));
-        RankInputs inputs(c, 2, env.device);
-        RoundScratch scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden);
-        SY_CUDA_OK(cudaDeviceSynchronize());
-        env.communicator->barrier(std::chrono::seconds(60));
+        TwoRankSetup setup(c, env);
+        Buffer& buffer = setup.buffer;
+        RankInputs& inputs = setup.inputs;
+        RoundScratch& scratch = setup.scratch;
         inputs.load(sc, env.rank, env.stream);
         if (env.rank == 1) {
             static const int64_t kBad = 99;  // E = 16: token 2, slot 1

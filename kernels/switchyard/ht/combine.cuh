@@ -130,10 +130,6 @@ SY_DEVICE int send_row(const HtCombineArgs& args, int64_t row, int home, int tok
     return 1;
 }
 
-// Rows a sender warp writes before it signals them (HtCombineArgs::send_group, default 4): the
-// system-scope fence that makes a warp's rows visible waits for all of its outstanding stores to
-// peers, so it is paid once per group.
-
 // After a warp's group of rows: make them visible system-wide, then raise each home's arrival
 // counter of (the row's token chunk, this rank) by the records written (lane j: row j).
 SY_DEVICE void signal_arrivals(const HtCommon& c, int group, int home, int token, int written) {
@@ -409,8 +405,10 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const bool skip_own = ht_detail::reads_own_rows(args);
         const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
         const int64_t sent_rows = rows - (skip_own ? own_last - own_first : 0);
-        // Groups of send_group rows, item + j * senders: lane j finds row j's home and token (so
-        // their loads overlap), the warp sends the rows, then signals them together.
+        // Groups of send_group rows (default 4), item + j * senders: lane j finds row j's home and
+        // token (so their loads overlap), the warp sends the rows, then signals them together. The
+        // system fence that makes a warp's rows visible waits for all its stores to peers, so it
+        // is paid once per group.
         const int group = min(max(args.send_group, 1), 32);
         for (int64_t base = sender; base < sent_rows; base += senders * group) {
             const int64_t my_item = base + int64_t(ptx::lane_id()) * senders;
