@@ -52,6 +52,12 @@ void DeviceBuffer::release() {
 Stream::Stream(int device) : device_(device) {
     DeviceGuard guard(device);
     SWITCHYARD_BENCH_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // A new stream's first work can queue behind a kernel already running on the device (design
+    // notes §2, rule 8): with co-located ranks that kernel may be a peer's op waiting for this
+    // rank. Do that first work here, before any op.
+    const DeviceBuffer word(device, 4);
+    SWITCHYARD_BENCH_CUDA(cudaMemsetAsync(word.get(), 0, 4, stream_));
+    SWITCHYARD_BENCH_CUDA(cudaStreamSynchronize(stream_));
 }
 
 Stream::~Stream() {

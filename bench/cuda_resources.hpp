@@ -45,7 +45,9 @@ class DeviceBuffer {
 };
 
 // A non-blocking stream on one device (non-blocking so the legacy default stream never
-// serializes it against other work).
+// serializes it against other work), warmed up by a first memset when created. Create the streams
+// a run needs once, before any op, and keep them: with several ranks on one GPU, streams created
+// and destroyed between measurements end up sharing hardware queues (design notes §2, rule 3).
 class Stream {
   public:
     explicit Stream(int device);

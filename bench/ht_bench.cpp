@@ -386,7 +386,7 @@ int run_ht_bench(int argc, char** argv) {
     meta.emplace_back("tool", JsonValue(std::string("switchyard-bench ht")));
     meta.emplace_back("model_num_sms_dispatch", JsonValue(int64_t(model_sms[0])));
     meta.emplace_back("model_num_sms_combine", JsonValue(int64_t(model_sms[1])));
-    for (bool fp8 : {true, false})
+    for (bool fp8 : options.fp8_runs)
         for (int op = 0; op < 2; ++op) {
             auto& medians = op == 0 ? dispatch_median : combine_median;
             double best = 1e30;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda_check.hpp"
+#include "cuda_resources.hpp"
 #include "event_timer.hpp"
 #include "stream_gate.hpp"
 #include "record.hpp"
@@ -40,7 +41,8 @@ struct LlOptions {
     int ranks = 0;  // 0 = one per GPU (at least 2 when one GPU)
     int gpus = 2;
     uint64_t seed = 1;
-    bool caller_stream = false;  // --caller-stream: BufferConfig::launch_on_caller_stream
+    bool caller_stream = false;    // --caller-stream: BufferConfig::launch_on_caller_stream
+    double timeout_seconds = 100;  // --timeout: BufferConfig::timeout_seconds
 };
 
 bool parse(int argc, char** argv, LlOptions& options) {
@@ -62,7 +64,7 @@ bool parse(int argc, char** argv, LlOptions& options) {
             options.out = v;
         } else if (arg == "--iters" || arg == "--warmup" || arg == "--tokens" || arg == "--hidden" ||
                    arg == "--topk" || arg == "--experts" || arg == "--ranks" || arg == "--gpus" ||
-                   arg == "--seed") {
+                   arg == "--seed" || arg == "--timeout") {
             if (!(v = value(arg.c_str()))) return false;
             const long long number = std::atoll(v);
             if (arg == "--iters") options.iters = int(number);
@@ -74,6 +76,7 @@ bool parse(int argc, char** argv, LlOptions& options) {
             if (arg == "--ranks") options.ranks = int(number);
             if (arg == "--gpus") options.gpus = int(number);
             if (arg == "--seed") options.seed = uint64_t(number);
+            if (arg == "--timeout") options.timeout_seconds = std::atof(v);
         } else {
             std::fprintf(stderr, "switchyard-bench ll: unknown argument %s\n", arg.c_str());
             return false;
@@ -112,7 +115,9 @@ void fill_routing(std::mt19937_64& rng, int tokens, int topk, int experts, std::
     }
 }
 
-ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mode) {
+// `streams[r]`: rank r's stream, the same for every mode (cuda_resources.hpp says why).
+ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mode,
+                   const std::vector<Stream>& streams) {
     ModeResult result;
     auto communicators = make_in_process_communicators(ranks);
     const int L = options.experts / ranks, T_ll = std::max(options.tokens, 128);
@@ -126,8 +131,7 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
             try {
                 const int device = rank * gpus / ranks;
                 SWITCHYARD_BENCH_CUDA(cudaSetDevice(device));
-                cudaStream_t stream = nullptr;
-                SWITCHYARD_BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+                cudaStream_t stream = streams[rank].get();
                 BufferConfig config;
                 config.enable_high_throughput = false;
                 config.enable_low_latency = true;
@@ -136,6 +140,7 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                 config.max_topk = options.topk;
                 config.max_experts = options.experts;
                 config.launch_on_caller_stream = options.caller_stream;
+                config.timeout_seconds = options.timeout_seconds;
                 Buffer buffer(communicators[rank], device, config);
 
                 // Inputs: random bf16 activations, uniform routing, weights; y = expert outputs.
@@ -192,6 +197,11 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                     result.buffer_bytes = int64_t(buffer.buffer_bytes());
                     result.num_sms = buffer.sm_budget();
                 }
+
+                // The allocations and copies above may wait for the device: meet only once every
+                // rank is done with them (design notes §2, rule 5).
+                SWITCHYARD_BENCH_CUDA(cudaDeviceSynchronize());
+                communicators[rank]->barrier(std::chrono::seconds(60));
 
                 // Warm-up (compiles the kernels) and, in graph mode, the captured graphs.
                 auto run_dispatch = [&] {
@@ -296,10 +306,11 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                 cudaFree(d_w);
                 cudaFree(d_y);
                 communicators[rank]->barrier(std::chrono::seconds(60));
-                cudaStreamDestroy(stream);
             } catch (const std::exception& error) {
+                // Every rank's error: the first one to fail is often not the first to report.
                 std::lock_guard<std::mutex> lock(mutex);
-                if (failure.empty()) failure = "rank " + std::to_string(rank) + ": " + error.what();
+                failure +=
+                    (failure.empty() ? "" : "\n") + ("rank " + std::to_string(rank) + ": " + error.what());
             }
         });
     }
@@ -367,7 +378,8 @@ int run_ll_bench(int argc, char** argv) {
             stderr,
             "usage: switchyard-bench ll [--out FILE.json] [--iters N] [--warmup N] [--tokens N] [--hidden "
             "H]\n"
-            "                           [--topk K] [--experts E] [--ranks R] [--gpus G] [--seed S]\n");
+            "                           [--topk K] [--experts E] [--ranks R] [--gpus G] [--seed S]\n"
+            "                           [--caller-stream] [--timeout SECONDS]\n");
         return 2;
     }
     std::string why;
@@ -387,10 +399,15 @@ int run_ll_bench(int argc, char** argv) {
     const RunInfo run = collect_run_info(gpus);
     std::vector<BenchRecord> records;
     try {
+        std::vector<Stream> streams;
+        for (int rank = 0; rank < ranks; ++rank) streams.emplace_back(rank * gpus / ranks);
         for (int tokens : {options.tokens, 1}) {
             for (const Mode mode : {Mode{tokens, false, false}, Mode{tokens, true, false},
                                     Mode{tokens, false, true}, Mode{tokens, true, true}}) {
-                const ModeResult result = measure(options, ranks, gpus, mode);
+                // Progress on stderr: a run cut short still says how far it got.
+                std::fprintf(stderr, "switchyard-bench ll: %d token(s), %s, %s ...\n", tokens,
+                             mode.graph ? "graph replay" : "plain launches", mode.hook ? "hook" : "one call");
+                const ModeResult result = measure(options, ranks, gpus, mode, streams);
                 if (mode.hook && !mode.graph) {
                     records.push_back(
                         make_record(options, run, ranks, gpus, mode, result, true, result.send_us, "send"));

@@ -57,19 +57,32 @@ void ErrorState::clear() {
 }
 
 // A timeout record's details about the silent peer (peer_kernel_details.cuh): its latest `what`
-// on this buffer (detail 0: that kernel's op) and ns since it started, or that it never started one.
+// on this buffer and when it started (or that it never started one), whether the peer's buffer is
+// poisoned, and for LL whether the peer has masked this rank and the latest op it arrived for.
 static void describe_peer_kernel(std::ostream& message, const device::ErrorRecord& record, const char* what) {
-    if (record.detail[1] == device::kPeerKernelNeverStarted)
+    const int64_t* detail = record.detail;
+    if (detail[device::kPeerDetailSinceStart] == device::kPeerKernelNeverStarted)
         message << "; rank " << record.peer << " has not started a " << what << " on this buffer";
-    else if (record.detail[1] != 0)
-        message << "; rank " << record.peer << "'s latest " << what << " (its op #" << record.detail[0]
-                << ") started " << record.detail[1] / 1e9 << " s before this report";
+    else if (detail[device::kPeerDetailSinceStart] > 0)
+        message << "; rank " << record.peer << "'s latest " << what << " (its op #"
+                << detail[device::kPeerDetailOp] << ") started "
+                << detail[device::kPeerDetailSinceStart] / 1e9 << " s before this report";
+    if (detail[device::kPeerDetailArrived] != device::kDetailUnknown)
+        message << "; its block 0 last raised its arrivals for op #" << detail[device::kPeerDetailArrived];
+    if (detail[device::kPeerDetailPoisoned] == 1)
+        message << "; rank " << record.peer << "'s own buffer is poisoned (it failed and sends nothing more)";
+    if (detail[device::kPeerDetailMasksMe] == 1)
+        message << "; rank " << record.peer << " has masked rank " << record.rank << " (it skips this rank)";
 }
 
 void ErrorState::throw_if_error(double timeout_seconds) const {
     if (!has_error()) return;
     device::ErrorRecord record;
     std::memcpy(&record, host_record_, sizeof(record));
+    throw_error_record(record, timeout_seconds);
+}
+
+void throw_error_record(const device::ErrorRecord& record, double timeout_seconds) {
     std::ostringstream message;
     if (record.kind == device::kErrorInvalidRouting) {
         message << "switchyard: rank " << record.rank << ": topk_idx[" << record.detail[0] << "]["

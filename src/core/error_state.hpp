@@ -8,6 +8,10 @@ namespace switchyard::core {
 
 const char* phase_name(int32_t phase);
 
+// Throws the exception a recorded error stands for (TimeoutError, InvalidArgument or Error), with
+// a message that names the rank, the peer, the phase and what the record says about the peer.
+[[noreturn]] void throw_error_record(const device::ErrorRecord& record, double timeout_seconds);
+
 class ErrorState {
   public:
     ErrorState();

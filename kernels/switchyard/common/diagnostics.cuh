@@ -33,16 +33,29 @@ enum Phase : int32_t {
     kPhaseLayout = 8,
 };
 
+// Words of kind-specific detail in an error record. Invalid routing: token, slot (the value is in
+// `observed`). Timeout (peer_kernel_details.cuh): the peer's latest op of the kernel family, ns
+// since it started, whether the peer's own buffer is poisoned, whether the peer has masked this
+// rank (LL), and the peer's latest op whose arrivals its block 0 raised (LL); kDetailUnknown where
+// a wait does not say.
+constexpr int kErrorDetailWords = 5;
+constexpr int64_t kDetailUnknown = -1;
+
+struct ErrorDetails {
+    int64_t word[kErrorDetailWords] = {kDetailUnknown, kDetailUnknown, kDetailUnknown, kDetailUnknown,
+                                       kDetailUnknown};
+};
+
 // Written once per poisoning, in mapped (zero-copy) host memory.
 struct ErrorRecord {
-    uint32_t kind;        // ErrorKind; written last, so a non-zero kind means the rest is valid
-    int32_t rank;         // the rank that observed the error
-    int32_t peer;         // the rank waited for (-1 if none)
-    int32_t phase;        // Phase
-    uint64_t expected;    // the value waited for
-    uint64_t observed;    // the last value seen
-    uint64_t elapsed_ns;  // time spent waiting
-    int64_t detail[2];    // kind-specific (invalid routing: token, slot; value in observed)
+    uint32_t kind;                      // ErrorKind; written last, so a non-zero kind means the rest is valid
+    int32_t rank;                       // the rank that observed the error
+    int32_t peer;                       // the rank waited for (-1 if none)
+    int32_t phase;                      // Phase
+    uint64_t expected;                  // the value waited for
+    uint64_t observed;                  // the last value seen
+    uint64_t elapsed_ns;                // time spent waiting
+    int64_t detail[kErrorDetailWords];  // kind-specific (ErrorDetails)
 };
 
 struct Diagnostics {
@@ -58,10 +71,18 @@ SY_DEVICE bool is_poisoned(const Diagnostics& diagnostics) {
     return ptx::ld_relaxed_gpu(diagnostics.poison) != 0;
 }
 
+// An invalid-routing record's details: the entry's token and top-k slot.
+SY_DEVICE ErrorDetails entry_details(int64_t token, int64_t slot) {
+    ErrorDetails details;
+    details.word[0] = token;
+    details.word[1] = slot;
+    return details;
+}
+
 // Claims the poison word and fills the host record; only the first caller writes it.
 SY_DEVICE void report_error(const Diagnostics& diagnostics, uint32_t kind, int32_t phase, int32_t peer,
-                            uint64_t expected, uint64_t observed, uint64_t elapsed_ns, int64_t detail0 = 0,
-                            int64_t detail1 = 0) {
+                            uint64_t expected, uint64_t observed, uint64_t elapsed_ns,
+                            const ErrorDetails& details = {}) {
     if (atomicCAS(diagnostics.poison, 0u, 1u) != 0u) return;
     volatile ErrorRecord* record = diagnostics.record;
     record->rank = diagnostics.rank;
@@ -70,20 +91,19 @@ SY_DEVICE void report_error(const Diagnostics& diagnostics, uint32_t kind, int32
     record->expected = expected;
     record->observed = observed;
     record->elapsed_ns = elapsed_ns;
-    record->detail[0] = detail0;
-    record->detail[1] = detail1;
+    for (int i = 0; i < kErrorDetailWords; ++i) record->detail[i] = details.word[i];
     __threadfence_system();
     record->kind = kind;
     __threadfence_system();
 }
 
-// What a timeout adds to its error record (detail[0], detail[1]): nothing unless a caller says.
+// What a timeout adds to its error record's details: nothing unless a caller says.
 struct NoTimeoutDetails {
-    SY_DEVICE void operator()(int64_t&, int64_t&) const {}
+    SY_DEVICE void operator()(ErrorDetails&) const {}
 };
 
 // Spins until `ready(value)` holds for value = ld.acquire.sys(*address). Returns false on timeout
-// (after reporting it, with `details` filling the record's two detail words) or when another
+// (after reporting it, with `details` filling the record's detail words) or when another
 // thread has poisoned the buffer.
 template <typename Ready, typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostics& diagnostics, int32_t phase,
@@ -98,10 +118,9 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
             if (is_poisoned(diagnostics)) return false;
             const uint64_t elapsed = ptx::globaltimer_ns() - start;
             if (elapsed > diagnostics.timeout_ns) {
-                int64_t detail0 = 0, detail1 = 0;
-                details(detail0, detail1);
-                report_error(diagnostics, kErrorTimeout, phase, peer, expected, value, elapsed, detail0,
-                             detail1);
+                ErrorDetails words;
+                details(words);
+                report_error(diagnostics, kErrorTimeout, phase, peer, expected, value, elapsed, words);
                 return false;
             }
         }

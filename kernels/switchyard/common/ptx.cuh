@@ -65,6 +65,12 @@ SY_DEVICE uint64_t ld_relaxed_sys(const uint64_t* address) {
     return value;
 }
 
+SY_DEVICE uint32_t ld_relaxed_sys(const uint32_t* address) {
+    uint32_t value;
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+    return value;
+}
+
 SY_DEVICE uint32_t ld_relaxed_gpu(const uint32_t* address) {
     uint32_t value;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");

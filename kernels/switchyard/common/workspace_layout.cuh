@@ -39,7 +39,12 @@ enum Counter : int32_t {
     kCounterLlDispatchStartNs = 17,
     kCounterLlCombineRunning = 18,
     kCounterLlCombineStartNs = 19,
-    kNumCounters = 20,
+    // Written by block 0 of each LL kernel that sends, once it has raised its arrivals at every
+    // unmasked destination: the op's send sequence (per op kind). A waiter that times out reads
+    // it to tell a sender that never got past its stores from one whose arrivals went astray.
+    kCounterLlDispatchArrived = 20,
+    kCounterLlCombineArrived = 21,
+    kNumCounters = 22,
 };
 
 // Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely

@@ -15,9 +15,11 @@ namespace switchyard::device {
 
 namespace ht_detail {
 
-// For a timed-out wait on `peer`: which HT op the peer's latest kernel runs and when it started.
+// For a timed-out wait on `peer`: which HT op the peer's latest kernel runs, when it started, and
+// whether the peer's buffer is poisoned.
 SY_DEVICE PeerKernelDetails peer_details(const HtCommon& c, int peer) {
-    return {c.layout.workspace.counters(c.peer_bases[peer]), kHtStartSlots};
+    return {c.layout.workspace.counters(c.peer_bases[peer]), kHtStartSlots,
+            c.layout.workspace.poison(c.peer_bases[peer])};
 }
 
 // Called by every thread of every block after its writes. `done_offset` is the workspace offset

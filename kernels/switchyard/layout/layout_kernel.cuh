@@ -119,7 +119,7 @@ SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int
             static_cast<const IndexT*>(args.topk_idx)[int64_t(entry.token) * args.topk_row_stride + entry.k]);
         if (raw < -1 || raw >= args.num_experts)
             report_error(args.diagnostics, kErrorInvalidRouting, kPhaseLayout, -1, uint64_t(args.num_experts),
-                         uint64_t(raw), 0, entry.token, entry.k);
+                         uint64_t(raw), 0, entry_details(entry.token, entry.k));
         else
             id = int32_t(raw);
         const int64_t flat = int64_t(entry.token) * args.topk + entry.k;

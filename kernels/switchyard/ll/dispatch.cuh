@@ -106,7 +106,7 @@ SY_DEVICE void report_invalid_routing(const LlDispatchArgs& args, int32_t first_
     if (first_invalid == kNoInvalidEntry || threadIdx.x != 0) return;
     const int32_t t = first_invalid / kTopk, k = first_invalid % kTopk;
     report_error(args.buffer.diagnostics, kErrorInvalidRouting, kPhaseLlDispatch, -1,
-                 uint64_t(args.num_experts), uint64_t(load_raw<IndexT>(args, t, k)), 0, t, k);
+                 uint64_t(args.num_experts), uint64_t(load_raw<IndexT>(args, t, k)), 0, entry_details(t, k));
 }
 
 // Lane k < K: the expert of slot k after dropping repeats of an earlier slot (-1 otherwise).

@@ -152,6 +152,13 @@ SY_DEVICE void ll_arrive(const LlBufferArgs& buffer, int32_t kind, uint64_t sequ
         ptx::fence_acq_rel_sys();
         ptx::red_add_release_sys(counters + buffer.rank, amount);
     }
+    if (blockIdx.x == 0) {
+        // For a peer's timeout report: block 0 has raised its arrivals of this op everywhere.
+        __syncthreads();
+        if (threadIdx.x == 0)
+            ptx::st_relaxed_sys(buffer.workspace.counters(buffer.local_base) + ll_start_slots(kind).arrived,
+                                sequence);
+    }
 }
 
 // Spins until *address >= target. False on timeout (no error record) or when the buffer is poisoned.
@@ -186,10 +193,13 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
             shared_present[s] = shared_mask[s] == 0;
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            // On a timeout: the send sequence of the peer's latest kernel of this kind, and when
-            // it started (or that it never did).
-            const PeerKernelDetails details{buffer.workspace.counters(buffer.peer_bases[s]),
-                                            ll_start_slots(kind)};
+            // On a timeout: the send sequence of the peer's latest kernel of this kind and when
+            // it started (or that it never did), whether the peer is poisoned or has masked this
+            // rank, and the latest op whose arrivals its block 0 raised.
+            uint8_t* peer = buffer.peer_bases[s];
+            const PeerKernelDetails details{
+                buffer.workspace.counters(peer), ll_start_slots(kind), buffer.workspace.poison(peer),
+                buffer.signals.mask(buffer.workspace.ll_signals(peer)) + buffer.rank};
             // The record's expected value carries this op's set in bit 0 (a target's low 32 bits
             // are zero): ops n and n + 1 of a kind have the same target on different sets.
             wait_until(

@@ -55,8 +55,10 @@ __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_co
     }
     const uint64_t* own_slots = args.workspace.barrier_signals(args.local_base);
     for (int peer = threadIdx.x; peer < args.num_ranks; peer += kNumThreads) {
-        // On a timeout: when the peer's latest barrier kernel started, or that it never did.
-        const PeerKernelDetails details{args.workspace.counters(args.peer_bases[peer]), kBarrierStartSlots};
+        // On a timeout: when the peer's latest barrier kernel started (or that it never did), and
+        // whether the peer's buffer is poisoned.
+        const PeerKernelDetails details{args.workspace.counters(args.peer_bases[peer]), kBarrierStartSlots,
+                                        args.workspace.poison(args.peer_bases[peer])};
         if (!wait_at_least(own_slots + peer, sequence, args.diagnostics, kPhaseBarrier, peer, details)) break;
     }
     __syncthreads();
