@@ -198,8 +198,10 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                     result.num_sms = buffer.sm_budget();
                 }
 
-                // The allocations and copies above may wait for the device: meet only once every
-                // rank is done with them (design notes §2, rule 5).
+                // The kernels of every mode (Buffer::ll_load_kernels: required with co-located
+                // ranks), then the allocations and copies above, may wait for the device: meet
+                // only once every rank is done with them (design notes §2, rules 5 and 9).
+                buffer.ll_load_kernels(dispatch);
                 SWITCHYARD_BENCH_CUDA(cudaDeviceSynchronize());
                 communicators[rank]->barrier(std::chrono::seconds(60));
 

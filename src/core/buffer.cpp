@@ -11,6 +11,7 @@
 
 #include "comm/symmetric_memory.hpp"
 #include "comm/topology.hpp"
+#include "launch/ht_launch.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
 #include "core/stream_pool.hpp"
@@ -189,6 +190,14 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         void* device_alias = nullptr;
         SY_CUDA_CHECK(cudaHostGetDevicePointer(&device_alias, memory, 0));
         impl.host_counts_device = static_cast<int32_t*>(device_alias);
+    }
+
+    if (impl.topology.ranks_on_my_gpu > 1) {
+        // Co-located ranks: load the fixed kernels now, not at a first use while a peer's kernel
+        // may be waiting for this rank (launch_context.hpp, "Preloading").
+        launch::preload_barrier(device);
+        launch::preload_dispatch_layout(device);
+        if (config.enable_high_throughput) launch::preload_ht(device);
     }
 
     // No rank may signal into a peer's workspace before that peer has zeroed it.

@@ -129,15 +129,15 @@ int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
     return format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
 }
 
-}  // namespace
+// The extents of an LL dispatch, after the checks every use of its arguments shares.
+struct LlDispatchExtents {
+    int64_t T, H, K;
+    int32_t E, L;
+};
 
-LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
-    Impl& impl = *impl_;
-    const BufferConfig& config = impl.config;
-    require_low_latency(config, "ll_dispatch");
-    const int R = num_ranks(), device = impl.device;
+LlDispatchExtents check_ll_dispatch_args(const BufferConfig& config, int R, int device,
+                                         const LowLatencyDispatchArgs& args) {
     const int32_t max_tokens = config.ll_max_tokens_per_rank;
-
     require_tensor(args.x, "x", DType::kBFloat16, 2, device);
     require_aligned_rows(args.x, "x");
     const int64_t T = args.x.shape[0], H = args.x.shape[1];
@@ -161,10 +161,41 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
              args.topk_idx.describe());
     const auto validation = core::make_validation_context(config, R, Device::cuda(device), max_tokens);
     core::validate_num_experts(args.num_experts, validation);
-    const int32_t E = args.num_experts, L = E / R;
     if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
         args.scale_format != ScaleFormat::kUE8M0)
         fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
+    return {T, H, K, args.num_experts, args.num_experts / R};
+}
+
+}  // namespace
+
+void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
+    Impl& impl = *impl_;
+    require_low_latency(impl.config, "ll_load_kernels");
+    const LlDispatchExtents extents = check_ll_dispatch_args(impl.config, num_ranks(), impl.device, args);
+    launch::LlDispatchShape dispatch;
+    dispatch.hidden = static_cast<int>(extents.H);
+    dispatch.topk = static_cast<int>(extents.K);
+    dispatch.scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
+    dispatch.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    launch::LlCombineShape combine;
+    combine.hidden = dispatch.hidden;
+    combine.topk = dispatch.topk;
+    combine.index_is_int64 = dispatch.index_is_int64;
+    for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
+        dispatch.phases = combine.phases = phases;
+        jit::get_kernel(launch::ll_dispatch_source(dispatch), impl.device);
+        jit::get_kernel(launch::ll_combine_source(combine), impl.device);
+    }
+}
+
+LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
+    Impl& impl = *impl_;
+    const BufferConfig& config = impl.config;
+    require_low_latency(config, "ll_dispatch");
+    const int R = num_ranks(), device = impl.device;
+    const int32_t max_tokens = config.ll_max_tokens_per_rank;
+    const auto [T, H, K, E, L] = check_ll_dispatch_args(config, R, device, args);
     if (args.cumulative_local_expert_recv_stats.defined()) {
         require_tensor(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats",
                        DType::kInt32, 1, device);

@@ -7,13 +7,21 @@ namespace switchyard::launch {
 
 namespace {
 constexpr int kBarrierThreads = 128;
-}
 
-void launch_barrier(const LaunchContext& context) {
+const jit::CachedKernel& cached_barrier() {
     static const jit::CachedKernel cached(
         {"barrier", "switchyard/transport/barrier.cuh",
          "switchyard::device::barrier_kernel<" + std::to_string(kBarrierThreads) + ">"});
-    const jit::Kernel& kernel = cached.get(context.device);
+    return cached;
+}
+}  // namespace
+
+void preload_barrier(int device) {
+    cached_barrier().get(device);
+}
+
+void launch_barrier(const LaunchContext& context) {
+    const jit::Kernel& kernel = cached_barrier().get(context.device);
     device::BarrierArgs args{};
     args.peer_bases = context.peer_bases;
     args.peer_table_digest = context.peer_table_digest;

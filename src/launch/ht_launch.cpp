@@ -11,7 +11,31 @@ namespace {
 // Shared memory a dispatch block may use for its warps' two-stage token pipelines.
 constexpr int kDispatchSharedBudget = 200 * 1024;
 constexpr int kMaxDispatchWarps = 16;
+
+const jit::CachedKernel& cached_ht_dispatch() {
+    static const jit::CachedKernel cached(
+        {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"});
+    return cached;
+}
+
+const jit::CachedKernel& cached_ht_receive() {
+    static const jit::CachedKernel cached(
+        {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"});
+    return cached;
+}
+
+const jit::CachedKernel& cached_ht_combine() {
+    static const jit::CachedKernel cached(
+        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"});
+    return cached;
+}
 }  // namespace
+
+void preload_ht(int device) {
+    for (const jit::CachedKernel* kernel :
+         {&cached_ht_dispatch(), &cached_ht_receive(), &cached_ht_combine()})
+        kernel->get(device);
+}
 
 device::HtCommon ht_common(const LaunchContext& context) {
     device::HtCommon common{};
@@ -25,9 +49,7 @@ device::HtCommon ht_common(const LaunchContext& context) {
 }
 
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms) {
-    static const jit::CachedKernel cached(
-        {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"});
-    const jit::Kernel& kernel = cached.get(context.device);
+    const jit::Kernel& kernel = cached_ht_dispatch().get(context.device);
     const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, kMaxDispatchWarps);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
@@ -40,9 +62,7 @@ void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchAr
 }
 
 void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args) {
-    static const jit::CachedKernel cached(
-        {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"});
-    const jit::Kernel& kernel = cached.get(context.device);
+    const jit::Kernel& kernel = cached_ht_receive().get(context.device);
     jit::LaunchConfig config;
     // No waits on other ranks: any grid works. Use the rank's SM budget several blocks deep.
     config.grid[0] = unsigned(std::max(1, context.sm_budget) * 4);
@@ -53,9 +73,7 @@ void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs
 }
 
 void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms) {
-    static const jit::CachedKernel cached(
-        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"});
-    const jit::Kernel& kernel = cached.get(context.device);
+    const jit::Kernel& kernel = cached_ht_combine().get(context.device);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
     config.block[0] = 512;

@@ -13,4 +13,7 @@ void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchAr
 void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args);
 void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms);
 
+// Loads the three HT kernels on `device` (see preload_kernels in launch_context.hpp).
+void preload_ht(int device);
+
 }  // namespace switchyard::launch

@@ -36,6 +36,15 @@ struct LaunchContext {
 // Cross-rank barrier kernel (one block).
 void launch_barrier(const LaunchContext& context);
 
+// Preloading. Loading a kernel module waits for the work queued on the device; with several ranks
+// on one GPU that can be a co-located peer's kernel waiting for this rank, which launches its
+// matching kernel only after the load (design notes §2, rule 9). A buffer with co-located ranks
+// therefore loads its fixed kernels when it is created (preload_barrier, preload_dispatch_layout,
+// preload_ht); the LL kernels, whose template depends on the op's shape, are loaded by
+// Buffer::ll_load_kernels.
+void preload_barrier(int device);
+void preload_dispatch_layout(int device);  // both index types
+
 // Dispatch layout kernel over `args` (its scratch and diagnostics are filled from the context).
 void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64);
 

@@ -9,12 +9,24 @@
 
 namespace switchyard::launch {
 
-void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64) {
+namespace {
+
+const jit::CachedKernel& cached_layout(bool index_is_int64) {
     static const jit::CachedKernel int32_ids(
         {"dispatch_layout", "switchyard/layout/layout_kernel.cuh", "switchyard::device::layout_kernel<int>"});
     static const jit::CachedKernel int64_ids({"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
                                               "switchyard::device::layout_kernel<long long>"});
-    const jit::Kernel& kernel = (index_is_int64 ? int64_ids : int32_ids).get(context.device);
+    return index_is_int64 ? int64_ids : int32_ids;
+}
+
+}  // namespace
+
+void preload_dispatch_layout(int device) {
+    for (bool index_is_int64 : {false, true}) cached_layout(index_is_int64).get(device);
+}
+
+void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64) {
+    const jit::Kernel& kernel = cached_layout(index_is_int64).get(context.device);
     const device::LayoutScratch& scratch = context.layout_scratch;
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);

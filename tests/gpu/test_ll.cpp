@@ -149,6 +149,10 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
                 max_tokens = std::max(max_tokens, c.max_tokens);
             }
             RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden);
+            // Every case's kernels (both halves and each half) are loaded before any rank's first
+            // op: with co-located ranks a load while a peer's kernel waits stalls (design notes §2,
+            // rule 9).
+            for (const RankInputs& inputs : all_inputs) buffer.ll_load_kernels(inputs.dispatch_args());
             SY_CUDA_OK(cudaDeviceSynchronize());
             env.communicator->barrier(std::chrono::seconds(60));
             for (size_t i = 0; i < cases.size(); ++i) {
