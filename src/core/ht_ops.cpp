@@ -28,15 +28,30 @@ int combine_send_warps() {
     return send_warps;
 }
 
-// Rows a combine sender warp writes per system fence. SWITCHYARD_HT_COMBINE_SEND_GROUP overrides the
-// default (read once per process), for tuning.
-int combine_send_group() {
-    static const int send_group = [] {
-        constexpr int kDefault = 4;
+// Rows a combine sender warp writes per system fence, on a grid of `num_sms` blocks. Fewer blocks
+// have fewer sender warps, and each then needs more rows in flight between its fences: at 16 SMs
+// 8 rows per fence took 287-288 us against 302-303 us with 4, while at 40 SMs 4 rows took 237 us
+// against 254-255 us with 8 (2 x H200, EP2, 4096 tokens, logs ht-bench-send-group-7da09d9 and
+// ht-combine-knobs-8c58851). SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per
+// process), for tuning.
+int combine_send_group(int num_sms) {
+    static const int forced = [] {
         const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_GROUP");
-        return value && *value ? std::clamp(std::atoi(value), 1, 32) : kDefault;
+        return value && *value ? std::clamp(std::atoi(value), 1, 32) : 0;
     }();
-    return send_group;
+    if (forced > 0) return forced;
+    return num_sms <= 16 ? 8 : 4;
+}
+
+// Nanoseconds a combine reducer warp sleeps between polls of an arrival counter (0: it spins).
+// SWITCHYARD_HT_COMBINE_BACKOFF_NS sets it (read once per process): an experiment on whether the
+// spinning reducers take issue slots and memory bandwidth from the senders on their SM.
+uint32_t combine_reducer_backoff_ns() {
+    static const uint32_t backoff = [] {
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_BACKOFF_NS");
+        return value && *value ? uint32_t(std::clamp(std::atoi(value), 0, 100000)) : 0u;
+    }();
+    return backoff;
 }
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
@@ -429,8 +444,10 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.layout_kind = int32_t(handle->layout);
         combine.mode = rank_major ? 0 : (args.hierarchical ? 2 : 1);
         combine.weighted = args.weighted ? 1 : 0;
+        const int num_sms = choose_num_sms(impl, args.num_sms, handle->num_experts, K, SmModelOp::kCombine);
         combine.send_warps = combine_send_warps();
-        combine.send_group = combine_send_group();
+        combine.send_group = combine_send_group(num_sms);
+        combine.reducer_backoff_ns = combine_reducer_backoff_ns();
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;
         if (args.row_weights.defined()) {
@@ -463,9 +480,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.out_stride = result.out.view().strides[0];
         combine.combined_weights =
             result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
-        launch::launch_ht_combine(
-            context, combine,
-            choose_num_sms(impl, args.num_sms, handle->num_experts, K, SmModelOp::kCombine));
+        launch::launch_ht_combine(context, combine, num_sms);
     });
     return result;
 }
