@@ -11,6 +11,7 @@
 #include "core/ht_handle.hpp"
 #include "core/validation.hpp"
 #include "launch/ht_launch.hpp"
+#include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/sm_model.hpp"
 
 namespace switchyard {
@@ -41,6 +42,19 @@ int combine_send_group(int num_sms) {
     }();
     if (forced > 0) return forced;
     return num_sms <= 16 ? 8 : 4;
+}
+
+// Rank-major combine rows leave through bulk copies (combine_bulk_send.cuh) unless
+// SWITCHYARD_HT_COMBINE_REGISTER_SEND=1 (read once per process; an A/B knob), when y's rows allow
+// bulk copies (16-byte aligned) and at least two records fit in the stages.
+int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::RecordLayout& record) {
+    static const bool register_send = [] {
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_REGISTER_SEND");
+        return value && value[0] == '1';
+    }();
+    const int32_t stages = device::ht_bulk_send_stages(record.total_bytes);
+    const bool aligned = reinterpret_cast<uintptr_t>(y.ptr()) % 16 == 0 && (y.strides[0] * 2) % 16 == 0;
+    return rank_major && !register_send && aligned && stages >= 2 ? stages : 0;
 }
 
 // Nanoseconds a combine reducer warp sleeps between polls of an arrival counter (0: it spins).
@@ -448,6 +462,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
         combine.reducer_backoff_ns = combine_reducer_backoff_ns();
+        combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;
         if (args.row_weights.defined()) {

@@ -77,6 +77,7 @@ void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
     config.block[0] = 512;
+    config.shared_bytes = args.bulk_stages > 0 ? unsigned(args.bulk_stages * args.record.total_bytes) : 0u;
     config.stream = context.stream;
     config.cooperative = true;
     jit::launch(kernel, config, &args, sizeof(args));

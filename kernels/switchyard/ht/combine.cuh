@@ -26,6 +26,7 @@
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
@@ -372,8 +373,9 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int num_warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
-    // Warps [0, send_warps) send, the others reduce.
-    const int send_warps = min(max(args.send_warps, 1), num_warps - 1);
+    // Warps [0, send_warps) send, the others reduce (with bulk sending, one warp sends).
+    const bool bulk = args.bulk_stages > 0 && args.mode == 0;
+    const int send_warps = bulk ? 1 : min(max(args.send_warps, 1), num_warps - 1);
     const int reduce_warps = num_warps - send_warps;
     __shared__ int ok;
 
@@ -396,7 +398,13 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     for (int s = threadIdx.x; s <= c.num_ranks; s += blockDim.x)
         row_offsets[s] = args.recv_info[info.row_offsets() + s];
     __syncthreads();
-    if (ok && warp < send_warps) {
+    if (ok && bulk && warp == 0) {
+        extern __shared__ __align__(128) uint8_t bulk_stages[];
+        __shared__ __align__(8) uint64_t bulk_loaded[kHtBulkMaxStages];
+        __shared__ int32_t bulk_row_home[ht_detail::kBulkInfoRing], bulk_row_token[ht_detail::kBulkInfoRing];
+        ht_detail::send_rows_bulk(args, row_offsets, bulk_stages, bulk_loaded, bulk_row_home, bulk_row_token,
+                                  min(int(args.bulk_stages), int(kHtBulkMaxStages)));
+    } else if (ok && warp < send_warps) {
         // send_rows: consecutive items go to different warps, so rows leave in home-token order
         // and the homes' chunks complete one after another.
         const int64_t sender = int64_t(blockIdx.x) * send_warps + warp;

@@ -1,0 +1,175 @@
+// High-throughput combine, rank-major rows: the sending side as one warp per block that drives
+// bulk (TMA) copies. Row i of the block's rows is loaded from y into a shared-memory stage, its
+// weights are written behind it, and the whole record is bulk-stored to its home; a stage is
+// reloaded once the store of the row before has read it.
+//
+// Why not register copies with a fence per group of rows (the other modes' senders): that fence
+// waits until the warp's stores have crossed the link, behind every other warp's, so all senders
+// stall together and reload from HBM together, and the link idles between the waves (16 SMs:
+// ~200 GB/s of the ~340 GB/s that SM stores reach; bench/micro/transfer_paths.cu). Bulk stores
+// complete in order per thread, so rows are published kLag rows behind the newest store while
+// newer ones are in flight: the driver never waits for the link, only for a stage.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/ht/ht_args.cuh"
+
+namespace switchyard::device {
+
+// Stages of the bulk sender: as many records as fit in kHtBulkSendBytes, at most kHtBulkMaxStages.
+constexpr int64_t kHtBulkSendBytes = 200 * 1024;
+constexpr int32_t kHtBulkMaxStages = 12;
+
+SY_HOST_DEVICE int32_t ht_bulk_send_stages(int64_t record_bytes) {
+    const int64_t fit = kHtBulkSendBytes / record_bytes;
+    return int32_t(fit < kHtBulkMaxStages ? fit : kHtBulkMaxStages);
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace ht_detail {
+
+// Rows a store must be behind the newest before the driver waits for it and publishes it: the
+// stores in flight per block (~100 KB at hidden 7168) keep the link busy meanwhile.
+constexpr int kBulkPublishLag = 6;
+// Rows published together (one fence and one arrival instruction for the warp).
+constexpr int kBulkPublishGroup = 8;
+
+// Rows whose home and token the driver remembers until they are published (a ring in shared
+// memory): more than kBulkPublishLag + kBulkPublishGroup, the rows a row can wait to be published.
+constexpr int kBulkInfoRing = 32;
+static_assert(kBulkPublishLag + kBulkPublishGroup < kBulkInfoRing, "a row's info outlives its publication");
+
+// Publishes rows [first, first + count) of the block (count <= 32): their stores are complete
+// (the caller waited); each lane raises its row's home arrival counter by one record.
+SY_DEVICE void publish_bulk_rows(const HtCommon& c, int64_t first, int count, const int32_t* row_home,
+                                 const int32_t* row_token) {
+    const uint32_t lane = ptx::lane_id();
+    if (lane == 0) ptx::fence_proxy_async_global();  // the bulk writes before later generic ones
+    __syncwarp();
+    if (int(lane) < count) {
+        const int k = int((first + lane) % kBulkInfoRing);
+        // Every signalling lane fences after the warp barrier: cumulative over lane 0's view.
+        ptx::fence_acq_rel_sys();
+        ptx::red_add_release_sys(c.layout.workspace.ht_combine_arrival(
+                                     c.peer_bases[row_home[k]], row_token[k] / kHtCombineChunkTokens, c.rank),
+                                 1ull);
+    }
+    __syncwarp();
+}
+
+// The sending warp of a block (all lanes). `row_offsets`: the per-source first rows (shared).
+// `stages`: `num_stages` records of shared memory; `loaded`: one mbarrier per stage; `row_home`,
+// `row_token`: kBulkInfoRing entries of shared memory.
+SY_DEVICE void send_rows_bulk(const HtCombineArgs& args, const int32_t* row_offsets, uint8_t* stages,
+                              uint64_t* loaded, int32_t* row_home, int32_t* row_token, int num_stages) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    const RecordLayout& r = args.record;
+    const int64_t senders = gridDim.x;
+    const int32_t rows = row_offsets[c.num_ranks];
+    // Rows whose home is this rank stay in y (the home reads them there): skipped.
+    const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
+    const int64_t sent_rows = rows - (own_last - own_first);
+    const int64_t count =
+        sent_rows > int64_t(blockIdx.x) ? (sent_rows - blockIdx.x + senders - 1) / senders : 0;
+    // The block's i-th row (consecutive rows go to consecutive blocks: homes fill in token order).
+    auto row_of = [&](int64_t i) {
+        const int64_t item = int64_t(blockIdx.x) + i * senders;
+        return item >= own_first ? item + (own_last - own_first) : item;
+    };
+    auto issue_load = [&](int64_t i) {  // lane 0
+        const int s = int(i % num_stages);
+        ptx::mbarrier_arrive_expect_tx(&loaded[s], uint32_t(r.payload_bytes));
+        ptx::bulk_load(stages + int64_t(s) * r.total_bytes, args.y + row_of(i) * args.y_row_stride_bytes,
+                       uint32_t(r.payload_bytes), &loaded[s]);
+    };
+    if (lane == 0) {
+        for (int s = 0; s < num_stages; ++s) ptx::mbarrier_init(&loaded[s], 1);
+        ptx::fence_mbarrier_init();
+        for (int64_t i = 0; i < count && i < num_stages; ++i) issue_load(i);
+    }
+    __syncwarp();
+
+    // Lane j of a window holds row (window * 32 + j)'s home, token and combine slot; the next
+    // window's are loaded a window ahead, so their latency is paid once per 32 rows.
+    struct RowInfo {
+        int32_t home = 0, token = 0, slot = 0;
+    };
+    auto load_info = [&](int64_t window) {
+        RowInfo info;
+        const int64_t i = window * 32 + lane;
+        if (i < count) {
+            const int64_t row = row_of(i);
+            while (info.home + 1 < c.num_ranks && row_offsets[info.home + 1] <= row) ++info.home;
+            info.token = args.row_src_token[row];
+            info.slot = args.row_combine_slot[row];
+        }
+        return info;
+    };
+    RowInfo current = load_info(0), next = load_info(1);
+    // The weights of row i (lane k < K), loaded one row ahead.
+    auto load_weight = [&](int64_t i) {
+        return i < count && int(lane) < c.topk && args.row_weights
+                   ? args.row_weights[row_of(i) * args.row_weights_stride + lane]
+                   : 0.0f;
+    };
+    float weight = load_weight(0);
+    int64_t published = 0;
+    for (int64_t i = 0; i < count; ++i) {
+        if (i > 0 && i % 32 == 0) {
+            current = next;
+            next = load_info(i / 32 + 1);
+        }
+        const int s = int(i % num_stages);
+        uint8_t* stage = stages + int64_t(s) * r.total_bytes;
+        // The record's weights (and zero padding) behind the payload, then the loaded payload.
+        float* meta = reinterpret_cast<float*>(stage + r.meta_offset);
+        if (int64_t(lane) * 4 < r.meta_bytes + (r.total_bytes - r.meta_offset - r.meta_bytes))
+            meta[lane] = weight;
+        weight = load_weight(i + 1);
+        ptx::fence_proxy_async_shared();
+        __syncwarp();
+        const int home = __shfl_sync(0xffffffffu, current.home, int(i % 32));
+        const int token = __shfl_sync(0xffffffffu, current.token, int(i % 32));
+        const int slot = __shfl_sync(0xffffffffu, current.slot, int(i % 32));
+        if (lane == 0) {
+            while (!ptx::mbarrier_try_wait_parity(&loaded[s], uint32_t((i / num_stages) & 1))) {
+            }
+            row_home[i % kBulkInfoRing] = home;
+            row_token[i % kBulkInfoRing] = token;
+            uint8_t* destination = c.peer_bases[home] + c.layout.ht_combine_offset +
+                                   (int64_t(slot) * c.max_tokens + token) * r.total_bytes;
+            ptx::bulk_store(destination, stage, uint32_t(r.total_bytes));
+            ptx::bulk_commit();
+            // The store of row i - 1 has read its stage: reload that stage with row i - 1 + stages.
+            if (i >= 1 && i - 1 + num_stages < count) {
+                ptx::bulk_wait_read<1>();
+                issue_load(i - 1 + num_stages);
+            }
+            // Rows up to i - kBulkPublishLag have landed at their homes.
+            ptx::bulk_wait<kBulkPublishLag>();
+        }
+        __syncwarp();
+        const int64_t landed = i + 1 - kBulkPublishLag;
+        if (landed - published >= kBulkPublishGroup) {
+            publish_bulk_rows(c, published, kBulkPublishGroup, row_home, row_token);
+            published += kBulkPublishGroup;
+        }
+    }
+    if (lane == 0) ptx::bulk_wait<0>();
+    __syncwarp();
+    while (published < count) {
+        const int n = int(count - published < 32 ? count - published : 32);  // < kBulkInfoRing left
+        publish_bulk_rows(c, published, n, row_home, row_token);
+        published += n;
+    }
+}
+
+}  // namespace ht_detail
+
+#endif
+
+}  // namespace switchyard::device
