@@ -32,8 +32,8 @@ SY_HOST_DEVICE int32_t ht_bulk_send_stages(int64_t record_bytes) {
 namespace ht_detail {
 
 // Rows a store must be behind the newest before the driver waits for it and publishes it: the
-// stores in flight per block (~100 KB at hidden 7168) keep the link busy meanwhile.
-constexpr int kBulkPublishLag = 6;
+// stores in flight per block (~140 KB at hidden 7168) keep the link busy meanwhile.
+constexpr int kBulkPublishLag = 10;
 // Rows published together (one fence and one arrival instruction for the warp).
 constexpr int kBulkPublishGroup = 8;
 
@@ -42,15 +42,16 @@ constexpr int kBulkPublishGroup = 8;
 constexpr int kBulkInfoRing = 32;
 static_assert(kBulkPublishLag + kBulkPublishGroup < kBulkInfoRing, "a row's info outlives its publication");
 
-// Publishes rows [first, first + count) of the block (count <= 32): their stores are complete
-// (the caller waited); each lane raises its row's home arrival counter by one record.
+// Publishes rows [first, first + count) of the block (count < 32): their stores are complete
+// (lane 0 waited); lane j + 1 raises row j's home arrival counter by one record. Lane 0, which
+// issues the bulk copies, stays out of the system fences so it never waits for them.
 SY_DEVICE void publish_bulk_rows(const HtCommon& c, int64_t first, int count, const int32_t* row_home,
                                  const int32_t* row_token) {
     const uint32_t lane = ptx::lane_id();
     if (lane == 0) ptx::fence_proxy_async_global();  // the bulk writes before later generic ones
     __syncwarp();
-    if (int(lane) < count) {
-        const int k = int((first + lane) % kBulkInfoRing);
+    if (lane >= 1 && int(lane) <= count) {
+        const int k = int((first + lane - 1) % kBulkInfoRing);
         // Every signalling lane fences after the warp barrier: cumulative over lane 0's view.
         ptx::fence_acq_rel_sys();
         ptx::red_add_release_sys(c.layout.workspace.ht_combine_arrival(
@@ -162,7 +163,7 @@ SY_DEVICE void send_rows_bulk(const HtCombineArgs& args, const int32_t* row_offs
     if (lane == 0) ptx::bulk_wait<0>();
     __syncwarp();
     while (published < count) {
-        const int n = int(count - published < 32 ? count - published : 32);  // < kBulkInfoRing left
+        const int n = int(count - published < 31 ? count - published : 31);  // < kBulkInfoRing left
         publish_bulk_rows(c, published, n, row_home, row_token);
         published += n;
     }
