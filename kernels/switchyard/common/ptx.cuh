@@ -113,6 +113,20 @@ SY_DEVICE void fence_proxy_async_global() {
     asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
+// --- cp.async (per-thread asynchronous copies into shared memory) -------------------------------------
+SY_DEVICE void cp_async_4(void* smem_destination, const void* global_source) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_address(smem_destination)),
+                 "l"(global_source)
+                 : "memory");
+}
+SY_DEVICE void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+// Waits for all of this thread's committed cp.async groups.
+SY_DEVICE void cp_async_wait_all() {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
 // --- mbarrier -------------------------------------------------------------------------------------
 SY_DEVICE void mbarrier_init(uint64_t* barrier, uint32_t arrivals) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals)

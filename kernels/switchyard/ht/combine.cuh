@@ -402,8 +402,9 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         extern __shared__ __align__(128) uint8_t bulk_stages[];
         __shared__ __align__(8) uint64_t bulk_loaded[kHtBulkMaxStages];
         __shared__ int32_t bulk_row_home[ht_detail::kBulkInfoRing], bulk_row_token[ht_detail::kBulkInfoRing];
+        __shared__ float bulk_weights[2 * 32 * 32];
         ht_detail::send_rows_bulk(args, row_offsets, bulk_stages, bulk_loaded, bulk_row_home, bulk_row_token,
-                                  min(int(args.bulk_stages), int(kHtBulkMaxStages)));
+                                  bulk_weights, min(int(args.bulk_stages), int(kHtBulkMaxStages)));
     } else if (ok && warp < send_warps) {
         // send_rows: consecutive items go to different warps, so rows leave in home-token order
         // and the homes' chunks complete one after another.

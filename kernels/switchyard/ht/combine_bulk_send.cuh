@@ -63,9 +63,10 @@ SY_DEVICE void publish_bulk_rows(const HtCommon& c, int64_t first, int count, co
 
 // The sending warp of a block (all lanes). `row_offsets`: the per-source first rows (shared).
 // `stages`: `num_stages` records of shared memory; `loaded`: one mbarrier per stage; `row_home`,
-// `row_token`: kBulkInfoRing entries of shared memory.
+// `row_token`: kBulkInfoRing entries of shared memory; `window_weights`: 2 x 32 x 32 floats of it.
 SY_DEVICE void send_rows_bulk(const HtCombineArgs& args, const int32_t* row_offsets, uint8_t* stages,
-                              uint64_t* loaded, int32_t* row_home, int32_t* row_token, int num_stages) {
+                              uint64_t* loaded, int32_t* row_home, int32_t* row_token, float* window_weights,
+                              int num_stages) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     const RecordLayout& r = args.record;
@@ -111,26 +112,39 @@ SY_DEVICE void send_rows_bulk(const HtCombineArgs& args, const int32_t* row_offs
         return info;
     };
     RowInfo current = load_info(0), next = load_info(1);
-    // The weights of row i (lane k < K), loaded one row ahead.
-    auto load_weight = [&](int64_t i) {
-        return i < count && int(lane) < c.topk && args.row_weights
-                   ? args.row_weights[row_of(i) * args.row_weights_stride + lane]
-                   : 0.0f;
+    // The weights of a window's rows (lane k < K: slot k) are copied into `window_weights` [2][32
+    // rows][32] asynchronously a window ahead: a load per row would put one memory latency on every
+    // row of this single warp.
+    auto load_weights = [&](int64_t window) {
+        float* into = window_weights + (window & 1) * 32 * 32;
+        for (int j = 0; j < 32; ++j) {
+            const int64_t i = window * 32 + j;
+            if (i < count && int(lane) < c.topk && args.row_weights)
+                ptx::cp_async_4(into + j * 32 + lane,
+                                args.row_weights + row_of(i) * args.row_weights_stride + lane);
+            else
+                into[j * 32 + lane] = 0.0f;
+        }
+        ptx::cp_async_commit();
     };
-    float weight = load_weight(0);
+    load_weights(0);
     int64_t published = 0;
     for (int64_t i = 0; i < count; ++i) {
-        if (i > 0 && i % 32 == 0) {
-            current = next;
-            next = load_info(i / 32 + 1);
+        if (i % 32 == 0) {
+            if (i > 0) {
+                current = next;
+                next = load_info(i / 32 + 1);
+            }
+            ptx::cp_async_wait_all();  // this window's weights (issued a window ago)
+            __syncwarp();
+            load_weights(i / 32 + 1);
         }
         const int s = int(i % num_stages);
         uint8_t* stage = stages + int64_t(s) * r.total_bytes;
         // The record's weights (and zero padding) behind the payload, then the loaded payload.
         float* meta = reinterpret_cast<float*>(stage + r.meta_offset);
-        if (int64_t(lane) * 4 < r.meta_bytes + (r.total_bytes - r.meta_offset - r.meta_bytes))
-            meta[lane] = weight;
-        weight = load_weight(i + 1);
+        if (int64_t(lane) * 4 < r.total_bytes - r.meta_offset)
+            meta[lane] = window_weights[((i / 32) & 1) * 32 * 32 + (i % 32) * 32 + lane];
         ptx::fence_proxy_async_shared();
         __syncwarp();
         const int home = __shfl_sync(0xffffffffu, current.home, int(i % 32));
