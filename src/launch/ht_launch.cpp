@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "jit/jit.hpp"
+#include "switchyard/ht/combine_bulk_send.cuh"
 
 namespace switchyard::launch {
 
@@ -77,7 +78,10 @@ void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
     config.block[0] = 512;
-    config.shared_bytes = args.bulk_stages > 0 ? unsigned(args.bulk_stages * args.record.total_bytes) : 0u;
+    config.shared_bytes =
+        args.bulk_stages > 0
+            ? unsigned(args.bulk_stages * device::ht_bulk_stage_bytes(args.record.total_bytes))
+            : 0u;
     config.stream = context.stream;
     config.cooperative = true;
     jit::launch(kernel, config, &args, sizeof(args));

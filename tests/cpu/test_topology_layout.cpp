@@ -75,8 +75,9 @@ SY_TEST(BufferLayout, RegionsAreOrderedAlignedAndSized) {
     // fp8 + fp32 scales: 7168 + 224 (-> 224) + 128 = 7520. The larger one sizes the region.
     SY_CHECK_EQ(device::RecordLayout::max_dispatch_bytes(7168, 8), int64_t(14464));
     SY_CHECK_EQ(layout.ht_dispatch_bytes, int64_t(2) * 4096 * 14464);
-    // Combine record: bf16 payload 14336 + 8 weights (32 bytes) = 14368, K slots of T_max rows.
-    SY_CHECK_EQ(layout.ht_combine_bytes, int64_t(8) * 4096 * 14368);
+    // Combine record: bf16 payload 14336 + 8 weights (32 bytes) = 14368, rounded up to whole
+    // 128-byte lines: 14464; K slots of T_max rows.
+    SY_CHECK_EQ(layout.ht_combine_bytes, int64_t(8) * 4096 * 14464);
     SY_CHECK(layout.workspace.total_bytes <= layout.ht_dispatch_offset);
     SY_CHECK(layout.ht_dispatch_offset + layout.ht_dispatch_bytes <= layout.ht_combine_offset);
     SY_CHECK(layout.ht_combine_offset + layout.ht_combine_bytes <= layout.ll_offset);

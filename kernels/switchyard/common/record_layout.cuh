@@ -47,9 +47,13 @@ struct RecordLayout {
         return make(hidden * element, scale_words(hidden, scale_kind), dispatch_meta_words(topk));
     }
 
-    // Combine record: bf16 payload and K weights sent back (combined_topk_weights).
+    // Combine record: bf16 payload and K weights sent back (combined_topk_weights). Records are
+    // whole 128-byte lines apart, so every row written to a home starts on a line (a bulk copy or a
+    // warp's 512-byte store then covers whole lines instead of straddling one more).
     SY_HOST_DEVICE static RecordLayout combine(int64_t hidden, int32_t topk) {
-        return make(hidden * 2, 0, topk);
+        RecordLayout layout = make(hidden * 2, 0, topk);
+        layout.total_bytes = align_up(layout.total_bytes, 128);
+        return layout;
     }
 
     // The largest dispatch record any call on a buffer of this capacity can produce: a bf16

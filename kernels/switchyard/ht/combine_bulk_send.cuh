@@ -22,8 +22,14 @@ namespace switchyard::device {
 constexpr int64_t kHtBulkSendBytes = 200 * 1024;
 constexpr int32_t kHtBulkMaxStages = 12;
 
+// A stage's stride in shared memory: the record rounded up to 128 bytes (bulk copies to and from
+// shared memory run on whole 128-byte lines).
+SY_HOST_DEVICE int64_t ht_bulk_stage_bytes(int64_t record_bytes) {
+    return align_up(record_bytes, 128);
+}
+
 SY_HOST_DEVICE int32_t ht_bulk_send_stages(int64_t record_bytes) {
-    const int64_t fit = kHtBulkSendBytes / record_bytes;
+    const int64_t fit = kHtBulkSendBytes / ht_bulk_stage_bytes(record_bytes);
     return int32_t(fit < kHtBulkMaxStages ? fit : kHtBulkMaxStages);
 }
 
@@ -85,8 +91,8 @@ SY_DEVICE void send_rows_bulk(const HtCombineArgs& args, const int32_t* row_offs
     auto issue_load = [&](int64_t i) {  // lane 0
         const int s = int(i % num_stages);
         ptx::mbarrier_arrive_expect_tx(&loaded[s], uint32_t(r.payload_bytes));
-        ptx::bulk_load(stages + int64_t(s) * r.total_bytes, args.y + row_of(i) * args.y_row_stride_bytes,
-                       uint32_t(r.payload_bytes), &loaded[s]);
+        ptx::bulk_load(stages + int64_t(s) * ht_bulk_stage_bytes(r.total_bytes),
+                       args.y + row_of(i) * args.y_row_stride_bytes, uint32_t(r.payload_bytes), &loaded[s]);
     };
     if (lane == 0) {
         for (int s = 0; s < num_stages; ++s) ptx::mbarrier_init(&loaded[s], 1);
@@ -140,7 +146,7 @@ SY_DEVICE void send_rows_bulk(const HtCombineArgs& args, const int32_t* row_offs
             load_weights(i / 32 + 1);
         }
         const int s = int(i % num_stages);
-        uint8_t* stage = stages + int64_t(s) * r.total_bytes;
+        uint8_t* stage = stages + int64_t(s) * ht_bulk_stage_bytes(r.total_bytes);
         // The record's weights (and zero padding) behind the payload, then the loaded payload.
         float* meta = reinterpret_cast<float*>(stage + r.meta_offset);
         if (int64_t(lane) * 4 < r.total_bytes - r.meta_offset)
