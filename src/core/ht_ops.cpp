@@ -44,28 +44,19 @@ int combine_send_group(int num_sms) {
     return num_sms <= 16 ? 8 : 4;
 }
 
-// Rank-major combine rows leave through bulk copies (combine_bulk_send.cuh) unless
-// SWITCHYARD_HT_COMBINE_REGISTER_SEND=1 (read once per process; an A/B knob), when y's rows allow
-// bulk copies (16-byte aligned) and at least two records fit in the stages.
+// Rank-major combine rows leave through bulk copies (combine_bulk_send.cuh) only when
+// SWITCHYARD_HT_COMBINE_BULK_SEND=1 (read once per process): an experiment that is correct (the HT
+// tests pass with it) but slower than the register senders, 415 against 287 us at 16 SMs and 257
+// against 236 us at 40 (2 x H200, EP2, 71320ca; design notes §3). It needs y's rows 16-byte
+// aligned and at least two records in the stages.
 int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::RecordLayout& record) {
-    static const bool register_send = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_REGISTER_SEND");
+    static const bool bulk_send = [] {
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_BULK_SEND");
         return value && value[0] == '1';
     }();
     const int32_t stages = device::ht_bulk_send_stages(record.total_bytes);
     const bool aligned = reinterpret_cast<uintptr_t>(y.ptr()) % 16 == 0 && (y.strides[0] * 2) % 16 == 0;
-    return rank_major && !register_send && aligned && stages >= 2 ? stages : 0;
-}
-
-// Nanoseconds a combine reducer warp sleeps between polls of an arrival counter (0: it spins).
-// SWITCHYARD_HT_COMBINE_BACKOFF_NS sets it (read once per process): an experiment on whether the
-// spinning reducers take issue slots and memory bandwidth from the senders on their SM.
-uint32_t combine_reducer_backoff_ns() {
-    static const uint32_t backoff = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_BACKOFF_NS");
-        return value && *value ? uint32_t(std::clamp(std::atoi(value), 0, 100000)) : 0u;
-    }();
-    return backoff;
+    return rank_major && bulk_send && aligned && stages >= 2 ? stages : 0;
 }
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
@@ -461,7 +452,6 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         const int num_sms = choose_num_sms(impl, args.num_sms, handle->num_experts, K, SmModelOp::kCombine);
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
-        combine.reducer_backoff_ns = combine_reducer_backoff_ns();
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;

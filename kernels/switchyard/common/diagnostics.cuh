@@ -105,15 +105,13 @@ struct NoTimeoutDetails {
 // Spins until `ready(value)` holds for value = ld.acquire.sys(*address). Returns false on timeout
 // (after reporting it, with `details` filling the record's detail words) or when another
 // thread has poisoned the buffer.
-// `backoff_ns` > 0: sleep that long between polls (a waiter that shares its SM with busy warps).
 template <typename Ready, typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostics& diagnostics, int32_t phase,
-                          int32_t peer, uint64_t expected, Details details = {}, uint32_t backoff_ns = 0) {
+                          int32_t peer, uint64_t expected, Details details = {}) {
     uint64_t value = ptx::ld_acquire_sys(address);
     if (ready(value)) return true;
     const uint64_t start = ptx::globaltimer_ns();
     for (uint32_t spin = 1;; ++spin) {
-        if (backoff_ns != 0) __nanosleep(backoff_ns);
         value = ptx::ld_acquire_sys(address);
         if (ready(value)) return true;
         if ((spin & 63u) == 0) {
@@ -132,10 +130,10 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
 // The common case: a monotone 64-bit signal that must reach `target`.
 template <typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
-                             int32_t phase, int32_t peer, Details details = {}, uint32_t backoff_ns = 0) {
+                             int32_t phase, int32_t peer, Details details = {}) {
     return wait_until(
         address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target,
-        details, backoff_ns);
+        details);
 }
 
 // For lock-step protocols (high-throughput), where no peer can be past this rank's op while this
@@ -144,8 +142,8 @@ SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Dia
 // else); consuming the data would give silently wrong results, so it is reported instead.
 template <typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_for_sequence(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
-                                 int32_t phase, int32_t peer, Details details = {}, uint32_t backoff_ns = 0) {
-    if (!wait_at_least(address, target, diagnostics, phase, peer, details, backoff_ns)) return false;
+                                 int32_t phase, int32_t peer, Details details = {}) {
+    if (!wait_at_least(address, target, diagnostics, phase, peer, details)) return false;
     const uint64_t value = ptx::ld_acquire_sys(address);
     if (value == target) return true;
     report_error(diagnostics, kErrorSequenceMismatch, phase, peer, target, value, 0);

@@ -184,8 +184,7 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
         const uint64_t target = *consumed + expected;
         // Lock-step: more than this op's records would mean the sequences diverged.
         if (wait_for_sequence(c.layout.workspace.ht_combine_arrival(c.local_base, chunk, source), target,
-                              c.diagnostics, kPhaseHtCombine, source, peer_details(c, source),
-                              args.reducer_backoff_ns))
+                              c.diagnostics, kPhaseHtCombine, source, peer_details(c, source)))
             *consumed = target;
         else
             ok = false;
