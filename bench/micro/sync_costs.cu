@@ -24,18 +24,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "micro_common.cuh"
 #include "switchyard/common/ptx.cuh"
 
 namespace ptx = switchyard::device::ptx;
-
-#define CHECK(call)                                                                                        \
-    do {                                                                                                   \
-        cudaError_t error_ = (call);                                                                       \
-        if (error_ != cudaSuccess) {                                                                       \
-            std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(error_)); \
-            std::exit(1);                                                                                  \
-        }                                                                                                  \
-    } while (0)
 
 enum Mode : int { kEmpty, kElectGpu, kElectSys, kChain, kChainData, kArrive, kArriveData, kWarpArriveData };
 const char* const kModeNames[] = {"empty",      "elect_gpu", "elect_sys",   "chain",
@@ -50,11 +42,6 @@ struct Params {
     uint8_t* peer_data;   // stores go here
     int bytes_per_warp;
 };
-
-__global__ void gate_kernel(volatile int* open) {
-    while (*open == 0) {
-    }
-}
 
 __device__ void wait_at_least(const uint64_t* address, uint64_t target) {
     const uint64_t start = ptx::globaltimer_ns();

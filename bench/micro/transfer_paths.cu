@@ -27,18 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "micro_common.cuh"
 #include "switchyard/common/ptx.cuh"
 
 namespace ptx = switchyard::device::ptx;
-
-#define CHECK(call)                                                                                        \
-    do {                                                                                                   \
-        cudaError_t error_ = (call);                                                                       \
-        if (error_ != cudaSuccess) {                                                                       \
-            std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(error_)); \
-            std::exit(1);                                                                                  \
-        }                                                                                                  \
-    } while (0)
 
 enum Mode : int { kCopyEngine, kPushStores, kPullLoads, kPullBulk, kPushBulk };
 const char* const kModeNames[] = {"ce", "push_st", "pull_ld", "pull_bulk", "push_bulk"};
@@ -47,11 +39,6 @@ constexpr int kChunkBytes = 28672;  // two bf16 rows of hidden 7168
 constexpr int kStages = 7;          // 196 KB of shared memory per block
 constexpr int kStoreThreads = 512;
 constexpr int kUnroll = 8;
-
-__global__ void gate_kernel(volatile int* open) {
-    while (*open == 0) {
-    }
-}
 
 // Register path: 16 B per lane, kUnroll loads in flight before the stores.
 __global__ void __launch_bounds__(kStoreThreads)

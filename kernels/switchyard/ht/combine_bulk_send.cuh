@@ -1,14 +1,19 @@
-// High-throughput combine, rank-major rows: the sending side as one warp per block that drives
-// bulk (TMA) copies. Row i of the block's rows is loaded from y into a shared-memory stage, its
-// weights are written behind it, and the whole record is bulk-stored to its home; a stage is
-// reloaded once the store of the row before has read it.
+// High-throughput combine, rank-major rows: an opt-in sending side (SWITCHYARD_HT_COMBINE_BULK_SEND=1)
+// as one warp per block that drives bulk (TMA) copies. Row i of the block's rows is loaded from y
+// into a shared-memory stage, its weights are written behind it, and the whole record is
+// bulk-stored to its home; a stage is reloaded once the store of the row before has read it.
 //
-// Why not register copies with a fence per group of rows (the other modes' senders): that fence
-// waits until the warp's stores have crossed the link, behind every other warp's, so all senders
-// stall together and reload from HBM together, and the link idles between the waves (16 SMs:
-// ~200 GB/s of the ~340 GB/s that SM stores reach; bench/micro/transfer_paths.cu). Bulk stores
-// complete in order per thread, so rows are published kLag rows behind the newest store while
-// newer ones are in flight: the driver never waits for the link, only for a stage.
+// The idea: the register senders fence once per group of rows, and that fence waits until the
+// warp's stores have crossed the link behind every other warp's, so all senders stall and reload
+// from HBM together (16 SMs move ~200 GB/s where plain SM stores of a contiguous payload reach
+// ~330 GB/s, bench/micro/transfer_paths.cu). Bulk stores complete in order per thread, so rows are
+// published kBulkPublishLag rows behind the newest store while newer ones are in flight.
+//
+// Measured (2 x H200, EP2, 4096 tokens, hidden 7168, 71320ca): correct (gpu_test_ht, graph soak),
+// but slower: 747 / 415 / 257 us at 8 / 16 / 40 SMs against 452 / 287 / 236 us for the register
+// senders. Each block spends ~1.5 us per row whatever the SM count; neither the publication lag
+// (6 or 10 rows), the proxy fence per row, the weights' loads (now a window ahead) nor the
+// reducers' polling changed that (design notes §3). It stays opt-in until that is understood.
 #pragma once
 
 #include "switchyard/common/base.cuh"
