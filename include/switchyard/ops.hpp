@@ -96,19 +96,29 @@ struct LowLatencyDispatchArgs {
     TensorView cumulative_local_expert_recv_stats;     // optional int32 [L]: += received rows
     TensorView wait_time_stats;                        // optional int64 [R]: += ns waited per source
     bool return_recv_hook = false;  // issue only the send half; result.receive() runs the rest
+    // Output layout: kExpertMasked ([L, R*T_ll, H], expert e's rows at e * R*T_ll) or
+    // kExpertContiguous (experts' rows back to back, each expert's first row a multiple of
+    // expert_alignment; rows between experts are padding, left unwritten).
+    RecvLayout layout = RecvLayout::kExpertMasked;
+    int32_t expert_alignment = 1;  // kExpertContiguous only
 };
 
 struct LowLatencyDispatchResult {
-    DeviceTensor recv_x;       // [L, R*T_ll, H] fp8 or bf16; expert e's first recv_count[e] rows valid
-    DeviceTensor recv_scales;  // fp32 [L, R*T_ll, H/128] or int32 [L, R*T_ll, H/512], column-major in
-                               // the last two dims (strides {.., 1, R*T_ll}) for TMA-fed grouped GEMMs
-    DeviceTensor recv_count;   // int32 [L]
+    // Masked: [L, R*T_ll, H]; contiguous: [ll_contiguous_rows, H] (R*T_ll*min(K, L) + L*(alignment - 1)
+    // rows of capacity). fp8 or bf16; expert e's recv_count[e] rows start at recv_expert_offsets[e].
+    DeviceTensor recv_x;
+    // Column-major scales for TMA-fed grouped GEMMs, fp32 (H/128 words) or int32 UE8M0 (H/512):
+    // masked [L, R*T_ll, words] with strides {words*R*T_ll, 1, R*T_ll}; contiguous [rows, words]
+    // with strides {1, rows}.
+    DeviceTensor recv_scales;
+    DeviceTensor recv_count;           // int32 [L]
+    DeviceTensor recv_expert_offsets;  // int32 [L + 1]: each expert's first row, then the rows used
     std::shared_ptr<const LowLatencyHandle> handle;
     std::function<void()> receive;  // hook mode: launches the receive half on the same stream
 };
 
 struct LowLatencyCombineArgs {
-    TensorView y;             // bf16 [L, R*T_ll, H] in the dispatch's masked layout
+    TensorView y;             // bf16 in the dispatch's layout: [L, R*T_ll, H] masked, [rows, H] contiguous
     TensorView topk_idx;      // the dispatch's [T, K] (on this, the home rank)
     TensorView topk_weights;  // fp32 [T, K]: out[t] = sum_k w[t][k] * y(t, k), k ascending, fp32
     TensorView out;           // optional caller-provided bf16 [T, H]

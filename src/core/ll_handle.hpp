@@ -22,10 +22,13 @@ class LowLatencyHandle {
     bool index_is_int64 = false;
     bool use_fp8 = true;
     ScaleFormat scale_format = ScaleFormat::kNone;
-    DeviceTensor recv_count;   // int32 [L]
+    RecvLayout layout = RecvLayout::kExpertMasked;  // of recv_x (and so of the combine's y)
+    int32_t expert_alignment = 1;                   // kExpertContiguous
+    int64_t contiguous_rows = 0;                    // kExpertContiguous: rows of recv_x
+    DeviceTensor recv_count;                        // int32 [L]
     DeviceTensor recv_source;  // int32 [L, R*T_ll]: (source * T_ll + token) * 32 + k per valid row
     // Owns the memory of the dispatch result's column-major recv_scales view ([L, words, R*T_ll]
-    // contiguous): that view stays valid while this handle lives.
+    // or [words, rows] contiguous): that view stays valid while this handle lives.
     DeviceTensor recv_scales_storage;
 
     int64_t rows_per_expert() const { return int64_t(num_ranks) * max_tokens; }

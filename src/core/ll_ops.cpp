@@ -164,6 +164,12 @@ LlDispatchExtents check_ll_dispatch_args(const BufferConfig& config, int R, int 
     if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
         args.scale_format != ScaleFormat::kUE8M0)
         fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
+    if (args.layout != RecvLayout::kExpertMasked && args.layout != RecvLayout::kExpertContiguous)
+        fail("the LL dispatch's layout must be kExpertMasked or kExpertContiguous");
+    if (args.expert_alignment < 1 || args.expert_alignment > 1024)
+        fail("expert_alignment must be in [1, 1024], got " + std::to_string(args.expert_alignment));
+    if (args.layout != RecvLayout::kExpertContiguous && args.expert_alignment != 1)
+        fail("expert_alignment applies to the expert-major contiguous layout only");
     return {T, H, K, args.num_experts, args.num_experts / R};
 }
 
@@ -217,6 +223,11 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     handle->index_is_int64 = args.topk_idx.dtype == DType::kInt64;
     handle->use_fp8 = args.use_fp8;
     handle->scale_format = args.use_fp8 ? args.scale_format : ScaleFormat::kNone;
+    const bool contiguous = args.layout == RecvLayout::kExpertContiguous;
+    handle->layout = args.layout;
+    handle->expert_alignment = args.expert_alignment;
+    handle->contiguous_rows =
+        contiguous ? device::ll_contiguous_rows(R, max_tokens, int32_t(K), L, args.expert_alignment) : 0;
     const int32_t scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
     const int64_t rows = int64_t(R) * max_tokens;
     const int64_t words = device::RecordLayout::scale_words(H, scale_kind);
@@ -234,6 +245,8 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
             : nullptr;
     dispatch.wait_time_stats =
         args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
+    dispatch.expert_alignment = contiguous ? args.expert_alignment : 0;
+    dispatch.recv_rows = handle->contiguous_rows;
 
     launch::LlDispatchShape shape;
     shape.hidden = static_cast<int>(H);
@@ -253,26 +266,42 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         // become graph allocation nodes).
         const cudaStream_t comm = impl.op_stream(stream);
         // One allocation for all of the op's outputs (host time, see allocate_group).
-        auto outputs = impl.outputs->allocate_group(
-            {{args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16, {L, rows, H}},
-             {DType::kInt32, {L}},
-             {DType::kInt32, {L, rows}},
-             {scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32,
-              {args.use_fp8 ? L : 0, words, rows}}},
-            comm);
+        // recv_x and the scales: [L, R*T_ll] rows masked, the contiguous capacity otherwise.
+        const DType x_dtype = args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+        const DType scale_dtype = scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32;
+        const int64_t x_rows = handle->contiguous_rows;
+        auto outputs = contiguous
+                           ? impl.outputs->allocate_group({{x_dtype, {x_rows, H}},
+                                                           {DType::kInt32, {L}},
+                                                           {DType::kInt32, {L, rows}},
+                                                           {scale_dtype, {args.use_fp8 ? words : 0, x_rows}},
+                                                           {DType::kInt32, {L + 1}}},
+                                                          comm)
+                           : impl.outputs->allocate_group({{x_dtype, {L, rows, H}},
+                                                           {DType::kInt32, {L}},
+                                                           {DType::kInt32, {L, rows}},
+                                                           {scale_dtype, {args.use_fp8 ? L : 0, words, rows}},
+                                                           {DType::kInt32, {L + 1}}},
+                                                          comm);
         result.recv_x = outputs[0];
         handle->recv_count = outputs[1];
         handle->recv_source = outputs[2];
+        result.recv_expert_offsets = outputs[4];
         if (args.use_fp8) {
             handle->recv_scales_storage = outputs[3];
-            result.recv_scales = DeviceTensor::borrow(TensorView::strided(
-                handle->recv_scales_storage.view().ptr(), handle->recv_scales_storage.view().dtype,
-                {L, rows, words}, {words * rows, 1, rows}, Device::cuda(device)));
+            result.recv_scales = DeviceTensor::borrow(
+                contiguous ? TensorView::strided(handle->recv_scales_storage.view().ptr(),
+                                                 handle->recv_scales_storage.view().dtype, {x_rows, words},
+                                                 {1, x_rows}, Device::cuda(device))
+                           : TensorView::strided(handle->recv_scales_storage.view().ptr(),
+                                                 handle->recv_scales_storage.view().dtype, {L, rows, words},
+                                                 {words * rows, 1, rows}, Device::cuda(device)));
         }
         dispatch.recv_x = result.recv_x.view().ptr();
         dispatch.recv_scales = args.use_fp8 ? handle->recv_scales_storage.data<uint32_t>() : nullptr;
         dispatch.recv_count = handle->recv_count.data<int32_t>();
         dispatch.recv_source = handle->recv_source.data<int32_t>();
+        dispatch.recv_expert_offsets = result.recv_expert_offsets.data<int32_t>();
         launch::launch_ll_dispatch(context, dispatch, shape, blocks);
     });
     result.recv_count = handle->recv_count;
@@ -284,7 +313,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         receive_shape.phases = device::kLlRecvHalf;
         // The receive half reads nothing of the caller's inputs; it keeps the outputs alive.
         result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, handle,
-                          recv_x = result.recv_x] {
+                          recv_x = result.recv_x, offsets = result.recv_expert_offsets] {
             device::LlDispatchArgs receive_args = dispatch;
             receive_args.buffer.trace =
                 ll_trace_slots(*impl_pointer, device::kLlDispatch, receive_shape.phases);
@@ -311,10 +340,16 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     const int64_t rows = handle->rows_per_expert();
 
     TensorView y = args.y;
+    const bool contiguous = handle->layout == RecvLayout::kExpertContiguous;
     if (args.zero_copy) {
         if (!config.ll_zero_copy_combine)
             fail("ll_combine with zero_copy = true needs BufferConfig::ll_zero_copy_combine = true");
+        if (contiguous) fail("ll_combine with zero_copy = true needs a dispatch in the masked layout");
         y = ll_combine_input(*handle);
+    } else if (contiguous) {
+        require_tensor(y, "y", DType::kBFloat16, 2, device);
+        require_shape(y, "y", {handle->contiguous_rows, H});
+        require_aligned_rows(y, "y");
     } else {
         require_tensor(y, "y", DType::kBFloat16, 3, device);
         require_shape(y, "y", {L, rows, H});
@@ -339,8 +374,9 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
 
     device::LlCombineArgs combine{};
     combine.y = y.ptr();
-    combine.y_expert_stride = y.strides[0];
-    combine.y_row_stride = y.strides[1];
+    combine.y_expert_stride = contiguous ? 0 : y.strides[0];
+    combine.y_row_stride = contiguous ? y.strides[0] : y.strides[1];
+    combine.y_alignment = contiguous ? handle->expert_alignment : 0;
     combine.topk_idx = args.topk_idx.ptr();
     combine.topk_row_stride = args.topk_idx.strides[0];
     combine.topk_weights = args.topk_weights.ptr_as<float>();

@@ -112,8 +112,13 @@ SY_TEST(LlDispatchShape, RoutingMaskSizesAndGrid) {
     SY_CHECK_EQ(ll_token_mask_words(33), 2);
     // (E + R) masks of ceil(T / 32) words next to the [R] mask, [R] presence and [R + 1] starts.
     SY_CHECK_EQ(ll_dispatch_shared_bytes(2, 256, 128), 4 * (3 * 2 + 1 + (256 + 2) * 4) + 64);
-    // The receive's row offsets [R * L = E] need the scratch too when the masks are smaller.
-    SY_CHECK_EQ(ll_dispatch_shared_bytes(8, 256, 1), 4 * (3 * 8 + 1 + 264) + 64);
+    // The receive's row offsets [R * L = E] and the experts' first rows [L + 1] (bounded by 2E + 1)
+    // need the scratch too when the masks are smaller.
+    SY_CHECK_EQ(ll_dispatch_shared_bytes(8, 256, 1), 4 * (3 * 8 + 1 + 2 * 256 + 1) + 64);
+    // Expert-major contiguous output: every source's T_ll tokens on up to min(K, L) local experts,
+    // plus alignment - 1 rows of padding per expert.
+    SY_CHECK_EQ(ll_contiguous_rows(2, 128, 8, 128, 1), int64_t(2) * 128 * 8);
+    SY_CHECK_EQ(ll_contiguous_rows(8, 128, 8, 4, 16), int64_t(8) * 128 * 4 + 4 * 15);
 
     launch::LaunchContext context;
     context.num_ranks = 2;

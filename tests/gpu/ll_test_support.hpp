@@ -15,6 +15,7 @@
 #include "core/ll_handle.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
+#include "switchyard/ll/dispatch.cuh"
 #include "switchyard/reference.hpp"
 
 namespace switchyard::testing::ll {
@@ -242,10 +243,31 @@ struct RankInputs {
     }
 };
 
-// The dispatch outputs of `rank` against the reference: counts exactly, valid rows and scales
-// bit for bit.
+// Where each local expert's rows start in the output of `rank` (and, at [L], the rows used): e * R*T_ll
+// in the masked layout (`contiguous_alignment` 0), else the prefix of the counts rounded up.
+inline std::vector<int32_t> expected_expert_offsets(const Scenario& sc, int rank, int contiguous_alignment) {
+    const auto& counts = sc.dispatched.outputs[rank].num_tokens_per_expert;
+    const int L = sc.local_experts();
+    std::vector<int32_t> offsets(L + 1, 0);
+    for (int e = 0; e < L; ++e) {
+        const int64_t rows = contiguous_alignment > 0 ? (counts[e] + contiguous_alignment - 1) /
+                                                            contiguous_alignment * contiguous_alignment
+                                                      : sc.rows_per_expert();
+        offsets[e + 1] = int32_t(offsets[e] + rows);
+    }
+    return offsets;
+}
+
+// Rows of the contiguous output of a scenario's buffer (its capacity).
+inline int64_t contiguous_rows(const Scenario& sc, int contiguous_alignment) {
+    return device::ll_contiguous_rows(sc.num_ranks, sc.c.max_tokens, sc.c.topk, sc.local_experts(),
+                                      contiguous_alignment);
+}
+
+// The dispatch outputs of `rank` against the reference: counts and expert offsets exactly, valid
+// rows and scales bit for bit, in the masked or (`contiguous_alignment` > 0) contiguous layout.
 inline void check_dispatch(const Scenario& sc, int rank, const LowLatencyDispatchResult& result,
-                           cudaStream_t stream, const std::string& what) {
+                           cudaStream_t stream, const std::string& what, int contiguous_alignment = 0) {
     const auto& expected = sc.dispatched.outputs[rank];
     const int L = sc.local_experts(), H = sc.c.hidden;
     const int64_t rows = sc.rows_per_expert();
@@ -254,15 +276,24 @@ inline void check_dispatch(const Scenario& sc, int rank, const LowLatencyDispatc
         SY_CHECK_MSG(counts[e] == expected.num_tokens_per_expert[e],
                      what << ": rank " << rank << " expert " << e << " count " << counts[e] << " expected "
                           << expected.num_tokens_per_expert[e]);
+    const auto offsets = download<int32_t>(result.recv_expert_offsets.view().ptr(), L + 1, stream);
+    SY_CHECK_MSG(offsets == expected_expert_offsets(sc, rank, contiguous_alignment),
+                 what << ": rank " << rank << " expert offsets differ (end " << offsets[L] << ")");
+    // Output rows (capacity) and the stride between a row's scale words (column-major).
+    const int64_t out_rows = contiguous_alignment > 0 ? contiguous_rows(sc, contiguous_alignment) : L * rows;
+    const int64_t word_stride = contiguous_alignment > 0 ? out_rows : rows;
     const size_t element = sc.c.use_fp8 ? 1 : 2;
-    const auto x = download<uint8_t>(result.recv_x.view().ptr(), size_t(L) * rows * H * element, stream);
+    const auto x = download<uint8_t>(result.recv_x.view().ptr(), size_t(out_rows) * H * element, stream);
     const size_t words = sc.c.use_fp8 ? reference::num_scale_words(H, to_reference(sc.c.format)) : 0;
     std::vector<uint32_t> scales;
-    if (words) scales = download<uint32_t>(result.recv_scales.view().ptr(), size_t(L) * words * rows, stream);
+    if (words) scales = download<uint32_t>(result.recv_scales.view().ptr(), size_t(out_rows) * words, stream);
     for (int e = 0; e < L; ++e) {
         for (int64_t r = 0; r < expected.num_tokens_per_expert[e]; ++r) {
-            const int64_t row = e * rows + r;
-            const uint8_t* got = x.data() + size_t(row) * H * element;
+            const int64_t row = e * rows + r;  // the reference's (masked) row
+            const int64_t out_row = offsets[e] + r;
+            // Scale word 0 of the row: masked [L][words][rows], contiguous [words][out_rows].
+            const int64_t scale_base = contiguous_alignment > 0 ? out_row : int64_t(e) * words * rows + r;
+            const uint8_t* got = x.data() + size_t(out_row) * H * element;
             const uint8_t* want =
                 sc.c.use_fp8 ? expected.x_fp8.data() + size_t(row) * H
                              : reinterpret_cast<const uint8_t*>(expected.x_bf16.data() + size_t(row) * H);
@@ -276,7 +307,7 @@ inline void check_dispatch(const Scenario& sc, int rank, const LowLatencyDispatc
             }
             for (size_t w = 0; w < words; ++w)
                 SY_CHECK_MSG(
-                    scales[(size_t(e) * words + w) * rows + r] == expected.scales[size_t(row) * words + w],
+                    scales[scale_base + w * word_stride] == expected.scales[size_t(row) * words + w],
                     what << ": rank " << rank << " expert " << e << " row " << r << " scale word " << w);
         }
     }

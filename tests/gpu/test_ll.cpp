@@ -1,7 +1,8 @@
-// Low-latency dispatch and combine against the CPU reference (masked layout, weighted combine),
-// bit for bit, for EP 1/2/4/8: hidden 2048..8192 (incl. 2560, 7168), top-k 1..9, tokens 0, 1, odd
-// and T_ll, all tokens to one expert, -1 slots, fp8 with fp32 or UE8M0 scales and bf16, int32 and
-// int64 ids, hook mode, caller-provided out, zero-copy combine input and the statistics.
+// Low-latency dispatch and combine against the CPU reference (weighted combine), bit for bit, for
+// EP 1/2/4/8: hidden 2048..8192 (incl. 2560, 7168), top-k 1..9, tokens 0, 1, odd and T_ll, all
+// tokens to one expert, -1 slots, fp8 with fp32 or UE8M0 scales and bf16, int32 and int64 ids, the
+// masked and the expert-major contiguous layout (alignments 1, 8, 16), hook mode, caller-provided
+// out, zero-copy combine input and the statistics.
 #include <cstdio>
 
 #include "ll_test_support.hpp"
@@ -17,6 +18,7 @@ struct Options {
     bool caller_out = false;
     bool zero_copy = false;
     bool stats = false;
+    int contiguous_alignment = 0;  // > 0: the expert-major contiguous layout with this alignment
 };
 
 // Per-rank device scratch of the rounds, allocated once before the first op. Nothing may be
@@ -27,8 +29,12 @@ struct RoundScratch {
     DeviceArray<int32_t> expert_stats;
     DeviceArray<int64_t> wait_stats;
     DeviceArray<uint16_t> out;
-    RoundScratch(int max_local_experts, int num_ranks, size_t out_elements)
-        : expert_stats(max_local_experts), wait_stats(num_ranks), out(out_elements) {}
+    DeviceArray<uint16_t> contiguous_y;  // y in the contiguous layout (contiguous rounds)
+    RoundScratch(int max_local_experts, int num_ranks, size_t out_elements, size_t contiguous_y_elements = 1)
+        : expert_stats(max_local_experts),
+          wait_stats(num_ranks),
+          out(out_elements),
+          contiguous_y(contiguous_y_elements) {}
 };
 
 // One rank of a two-rank case: its buffer, inputs and round scratch, all allocated before the
@@ -59,6 +65,10 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
 
     LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
     dispatch.return_recv_hook = options.hook;
+    if (options.contiguous_alignment > 0) {
+        dispatch.layout = RecvLayout::kExpertContiguous;
+        dispatch.expert_alignment = options.contiguous_alignment;
+    }
     if (options.stats) {
         dispatch.cumulative_local_expert_recv_stats =
             TensorView::contiguous(expert_stats.data(), DType::kInt32, {L}, Device::cuda(env.device));
@@ -70,7 +80,7 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     if (options.hook) dispatched.receive();
     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
-    check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch");
+    check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch", options.contiguous_alignment);
     if (options.stats) {
         const auto stats = download<int32_t>(expert_stats.data(), L, env.stream);
         for (int e = 0; e < L; ++e)
@@ -85,6 +95,26 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     if (options.caller_out)
         combine.out = TensorView::contiguous(out.data(), DType::kBFloat16, {inputs.tokens, sc.c.hidden},
                                              Device::cuda(env.device));
+    if (options.contiguous_alignment > 0) {
+        // y in the contiguous layout: each valid row where the dispatch put it, other values
+        // (padding, rows past the counts) that must not be read.
+        const int64_t y_rows = contiguous_rows(sc, options.contiguous_alignment);
+        SY_CHECK(scratch.contiguous_y.size() >= size_t(y_rows) * sc.c.hidden);
+        const auto offsets = expected_expert_offsets(sc, env.rank, options.contiguous_alignment);
+        const auto& counts = sc.dispatched.outputs[env.rank].num_tokens_per_expert;
+        const auto& masked_y = sc.expert_outputs[env.rank].y;
+        std::vector<uint16_t> y(size_t(y_rows) * sc.c.hidden);
+        for (size_t i = 0; i < y.size(); ++i)
+            y[i] = test_value(sc.c.seed + 3, 7, i / sc.c.hidden, int(i % sc.c.hidden));
+        for (int e = 0; e < L; ++e)
+            for (int64_t r = 0; r < counts[e]; ++r)
+                std::memcpy(y.data() + size_t(offsets[e] + r) * sc.c.hidden,
+                            masked_y.data() + size_t(e * sc.rows_per_expert() + r) * sc.c.hidden,
+                            sizeof(uint16_t) * sc.c.hidden);
+        upload(scratch.contiguous_y.data(), y, env.stream);
+        combine.y = TensorView::contiguous(scratch.contiguous_y.data(), DType::kBFloat16,
+                                           {y_rows, sc.c.hidden}, Device::cuda(env.device));
+    }
     if (options.zero_copy) {
         const TensorView area = buffer.ll_combine_input(*dispatched.handle);
         SY_CUDA_OK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2, cudaMemcpyDeviceToDevice,
@@ -148,7 +178,16 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
                 max_local_experts = std::max(max_local_experts, c.experts / rc.ranks);
                 max_tokens = std::max(max_tokens, c.max_tokens);
             }
-            RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden);
+            // Contiguous rounds: cases 1, 3 and 4 (not the zero-copy ones), alignments 16, 1, 8.
+            auto alignment_of = [](size_t i) { return i == 1 ? 16 : i == 3 ? 1 : i == 4 ? 8 : 0; };
+            size_t contiguous_y = 1;
+            for (size_t i = 0; i < cases.size(); ++i)
+                if (alignment_of(i) > 0)
+                    contiguous_y = std::max<size_t>(
+                        contiguous_y,
+                        size_t(contiguous_rows(scenarios[i], alignment_of(i))) * cases[i].hidden);
+            RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden,
+                                 contiguous_y);
             // Every case's kernels (both halves and each half) are loaded before any rank's first
             // op: with co-located ranks a load while a peer's kernel waits stalls (design notes §2,
             // rule 9).
@@ -162,8 +201,12 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
                 options.caller_out = i % 3 == 1;
                 options.zero_copy = i % 3 == 2;
                 options.stats = i == 0;
+                options.contiguous_alignment = alignment_of(i);
                 run_round(buffer, env, scenarios[i], inputs, scratch, options,
-                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : ""));
+                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : "") +
+                              (options.contiguous_alignment > 0
+                                   ? " contiguous/" + std::to_string(options.contiguous_alignment)
+                                   : ""));
             }
         });
     }

@@ -23,9 +23,10 @@ namespace switchyard::device {
 
 struct LlCombineArgs {
     LlBufferArgs buffer;
-    const void* y;            // bf16 [L, R*T_ll, H]
-    int64_t y_expert_stride;  // elements
+    const void* y;            // bf16, the dispatch's layout: masked [L, R*T_ll, H] or contiguous [rows, H]
+    int64_t y_expert_stride;  // elements (masked layout)
     int64_t y_row_stride;     // elements
+    int32_t y_alignment;      // 0: y is masked; > 0: contiguous, expert starts rounded up to this
     const void* topk_idx;     // home: [T, K] int32 or int64 (template IndexT)
     int64_t topk_row_stride;
     const float* topk_weights;  // home: [T, K]
@@ -40,8 +41,10 @@ struct LlCombineArgs {
     int64_t* wait_time_stats;    // optional [R]
 };
 
+// Mask and presence [R each], the rows' prefix over experts [L + 1] and, for a contiguous y, each
+// expert's first row of y [L + 1].
 SY_HOST_DEVICE int64_t ll_combine_shared_bytes(int32_t num_ranks, int32_t local_experts) {
-    return 4 * (2 * int64_t(num_ranks) + int64_t(local_experts) + 1) + 64;
+    return 4 * (2 * int64_t(num_ranks) + 2 * (int64_t(local_experts) + 1)) + 64;
 }
 
 // A row goes back in slices of 512-byte steps that separate warps copy in parallel (a warp per
@@ -52,17 +55,17 @@ constexpr int kLlCombineStepsPerSlice = 4;
 
 namespace ll_combine_detail {
 
-// One row of y back to its home rank's slot [k][t].
+// One row of y (row `row` of local expert `expert`, at element `y_offset` of y) back to its home
+// rank's slot [k][t].
 template <int kHidden>
-SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int slice, int32_t set,
-                        const uint32_t* shared_mask) {
+SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int64_t y_offset, int slice,
+                        int32_t set, const uint32_t* shared_mask) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
     constexpr int64_t kRowBytes = int64_t(kHidden) * 2;
     // The slice of y is loaded before the routing word that says where it goes (both in flight).
-    const uint8_t* from =
-        static_cast<const uint8_t*>(args.y) + (expert * args.y_expert_stride + row * args.y_row_stride) * 2;
+    const uint8_t* from = static_cast<const uint8_t*>(args.y) + y_offset * 2;
     const auto data = ll_load_slice<kLlCombineStepsPerSlice, kRowBytes>(from, slice, lane);
     const int32_t packed = args.recv_source[expert * rows_per_expert + row];
     const int32_t k = packed & 31, source_token = packed >> 5;
@@ -150,6 +153,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     uint32_t* shared_mask = reinterpret_cast<uint32_t*>(shared_words);     // [R]
     uint32_t* shared_present = shared_mask + R;                            // [R]
     int32_t* row_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [L + 1]
+    int32_t* y_starts = row_starts + L + 1;                                // [L + 1], contiguous y
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
@@ -161,20 +165,27 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         const uint64_t sequence = shared_sequences[0];
         const int32_t set = ll_set_of(sequence);
         if (warp == 0) {
-            // Exclusive prefix of the per-expert counts, 32 experts per step (warp scan).
+            // Exclusive prefixes of the per-expert counts (the valid rows, enumerated) and, for a
+            // contiguous y, of the counts rounded up to the alignment (where each expert's rows
+            // start in y, as the dispatch laid them out); 32 experts per step (warp scans).
             const uint32_t lane = ptx::lane_id();
-            int32_t running = 0;
+            const int32_t alignment = args.y_alignment;
+            int32_t running = 0, y_running = 0;
             for (int base = 0; base < L; base += 32) {
                 const int e = base + int(lane);
                 const int32_t count = e < L ? args.recv_count[e] : 0;
-                int32_t inclusive = count;
+                const int32_t y_rows = alignment > 0 ? int32_t(align_up(count, alignment)) : 0;
+                int32_t inclusive = count, y_inclusive = y_rows;
 #pragma unroll
                 for (int offset = 1; offset < 32; offset *= 2) {
                     const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-                    if (int(lane) >= offset) inclusive += other;
+                    const int32_t y_other = __shfl_up_sync(0xffffffffu, y_inclusive, offset);
+                    if (int(lane) >= offset) inclusive += other, y_inclusive += y_other;
                 }
                 if (e < L) row_starts[e] = running + inclusive - count;
+                if (e < L) y_starts[e] = y_running + y_inclusive - y_rows;
                 running += __shfl_sync(0xffffffffu, inclusive, 31);
+                y_running += __shfl_sync(0xffffffffu, y_inclusive, 31);
             }
             if (lane == 0) row_starts[L] = running;
         }
@@ -197,8 +208,12 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
                     else
                         past = middle;
                 }
-                ll_combine_detail::send_row<kHidden>(args, expert, row - row_starts[expert],
-                                                     int(item % kSlices), set, shared_mask);
+                const int32_t expert_row = row - row_starts[expert];
+                const int64_t y_offset = args.y_alignment > 0
+                                             ? (int64_t(y_starts[expert]) + expert_row) * args.y_row_stride
+                                             : expert * args.y_expert_stride + expert_row * args.y_row_stride;
+                ll_combine_detail::send_row<kHidden>(args, expert, expert_row, y_offset, int(item % kSlices),
+                                                     set, shared_mask);
             }
             ll_trace(buffer, 3);
             ll_arrive(buffer, kLlCombine, sequence, sending_blocks, shared_mask);

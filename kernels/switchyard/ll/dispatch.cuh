@@ -36,17 +36,20 @@ enum LlPhases : int32_t { kLlSendHalf = 1, kLlRecvHalf = 2, kLlBothHalves = 3 };
 
 struct LlDispatchArgs {
     LlBufferArgs buffer;
-    const void* x;                                // bf16 [T, H]
-    int64_t x_row_stride;                         // elements
-    const void* topk_idx;                         // [T, K] int32 or int64 (template IndexT)
-    int64_t topk_row_stride;                      // elements
-    int32_t num_tokens;                           // T of this rank
-    int32_t num_experts;                          // E
-    int32_t local_experts;                        // L = E / R
-    void* recv_x;                                 // [L, R*T_ll, H] fp8 or bf16
-    uint32_t* recv_scales;                        // [L, words, R*T_ll] (column-major scales per expert)
-    int32_t* recv_count;                          // [L]
-    int32_t* recv_source;                         // [L, R*T_ll]: ll_pack_source(s, t, k) of each valid row
+    const void* x;            // bf16 [T, H]
+    int64_t x_row_stride;     // elements
+    const void* topk_idx;     // [T, K] int32 or int64 (template IndexT)
+    int64_t topk_row_stride;  // elements
+    int32_t num_tokens;       // T of this rank
+    int32_t num_experts;      // E
+    int32_t local_experts;    // L = E / R
+    void* recv_x;             // masked: [L, R*T_ll, H]; contiguous: [recv_rows, H] (fp8 or bf16)
+    uint32_t* recv_scales;    // masked: [L, words, R*T_ll]; contiguous: [words, recv_rows] (column-major)
+    int32_t* recv_count;      // [L]
+    int32_t* recv_expert_offsets;  // [L + 1]: first row of each expert, then the end
+    int32_t expert_alignment;      // contiguous layout: expert starts are multiples; 0 = masked
+    int64_t recv_rows;             // contiguous layout: rows of recv_x (its capacity)
+    int32_t* recv_source;          // [L, R*T_ll]: ll_pack_source(s, t, k) of each valid row
     int32_t* cumulative_local_expert_recv_stats;  // optional [L]
     int64_t* wait_time_stats;                     // optional [R]
 };
@@ -57,11 +60,20 @@ SY_HOST_DEVICE int32_t ll_token_mask_words(int32_t num_tokens) {
 }
 
 // Dynamic shared memory of the dispatch kernel: mask, presence and item starts, then a scratch
-// area that holds the routing masks [(E + R) masks] while sending and the receive row offsets
-// [R * L] after.
+// area that holds the routing masks [(E + R) masks] while sending and, after, the receive row
+// offsets [R * L] followed by the experts' first rows [L + 1] (bounded by 2E + 1 words).
 SY_HOST_DEVICE int64_t ll_dispatch_shared_bytes(int32_t num_ranks, int32_t num_experts, int32_t num_tokens) {
     const int64_t masks = (int64_t(num_experts) + num_ranks) * ll_token_mask_words(num_tokens);
-    return 4 * (3 * int64_t(num_ranks) + 1 + max64(masks, num_experts)) + 64;
+    return 4 * (3 * int64_t(num_ranks) + 1 + max64(masks, 2 * int64_t(num_experts) + 1)) + 64;
+}
+
+// Rows of an expert-major contiguous output on a buffer of T_ll tokens per rank: every source's
+// tokens can land on up to min(K, L) local experts, and each expert's start is rounded up to
+// `alignment` rows.
+SY_HOST_DEVICE int64_t ll_contiguous_rows(int32_t num_ranks, int32_t max_tokens, int32_t topk,
+                                          int32_t local_experts, int32_t alignment) {
+    const int64_t per_token = topk < local_experts ? topk : local_experts;
+    return int64_t(num_ranks) * max_tokens * per_token + int64_t(local_experts) * (alignment - 1);
 }
 
 // A token is sent, and a record received, in slices that separate warps move in parallel: one
@@ -325,9 +337,11 @@ SY_DEVICE void write_headers(const LlDispatchArgs& args, uint64_t sequence, cons
 }
 
 // One arrived record (source s, slot i): copy it into the rows of the local experts it names.
+// `row_offsets` [R * L]: source s's first row within local expert e; `expert_starts` [L]: expert
+// e's first row in the output (e * R * T_ll in the masked layout).
 template <int kHidden, int kTopk, int kScaleKind>
 SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int32_t source, int32_t slot,
-                              int slice, const int32_t* row_offsets) {
+                              int slice, const int32_t* row_offsets, const int32_t* expert_starts) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
@@ -352,8 +366,8 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
         }
     }
     const uint32_t experts = __ballot_sync(0xffffffffu, local >= 0);
-    // Global row index (expert-major) of each expert this token lands in, held by lane k.
-    const int64_t flat_row = local >= 0 ? local * rows_per_expert + row : 0;
+    // Output row of each expert this token lands in, held by lane k.
+    const int64_t flat_row = local >= 0 ? expert_starts[local] + row : 0;
     uint8_t* recv_x = static_cast<uint8_t*>(args.recv_x);
     for (uint32_t rest = experts; rest != 0; rest &= rest - 1) {
         const int64_t target = __shfl_sync(0xffffffffu, flat_row, __ffs(rest) - 1);
@@ -365,14 +379,17 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     if constexpr (kScaleKind != kScaleNone) {
         constexpr int kWords = kScaleKind == kScaleFloat32 ? (kHidden + 127) / 128 : (kHidden + 511) / 512;
         const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + layout.scale_offset);
+        // Column-major scales: word w of a row sits `word_stride` after word w - 1; masked: per
+        // expert [words][R*T_ll], contiguous: [words][recv_rows].
+        const bool contiguous = args.expert_alignment > 0;
+        const int64_t word_stride = contiguous ? args.recv_rows : rows_per_expert;
+        const int64_t scale_row = contiguous ? flat_row : int64_t(local) * kWords * rows_per_expert + row;
         for (int word = int(lane); word - int(lane) < kWords; word += 32) {
             const bool active = word < kWords;
             const uint32_t value = active ? scales[word] : 0u;
             for (uint32_t rest = experts; rest != 0; rest &= rest - 1) {
-                const int64_t target = __shfl_sync(0xffffffffu, flat_row, __ffs(rest) - 1);
-                const int64_t expert_index = target / rows_per_expert, expert_row = target % rows_per_expert;
-                if (active)
-                    args.recv_scales[(expert_index * kWords + word) * rows_per_expert + expert_row] = value;
+                const int64_t base = __shfl_sync(0xffffffffu, scale_row, __ffs(rest) - 1);
+                if (active) args.recv_scales[base + word * word_stride] = value;
             }
         }
     }
@@ -393,7 +410,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     uint32_t* shared_mask = reinterpret_cast<uint32_t*>(shared_words);      // [R]
     uint32_t* shared_present = shared_mask + R;                             // [R]
     int32_t* item_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [R + 1]
-    int32_t* scratch = item_starts + R + 1;  // routing masks, then row offsets (ll_dispatch_shared_bytes)
+    int32_t* scratch = item_starts + R + 1;    // routing masks, then row offsets (ll_dispatch_shared_bytes)
+    int32_t* expert_starts = scratch + R * L;  // [L + 1], receive half (after the row offsets)
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
@@ -468,11 +486,42 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             }
             if (e == L) {
                 item_starts[R] = running;
-            } else if (blockIdx.x == 0) {
-                args.recv_count[e] = running;
-                if (args.cumulative_local_expert_recv_stats)
-                    args.cumulative_local_expert_recv_stats[e] += running;
+            } else {
+                expert_starts[e] = running;  // the expert's rows, until the scan below
+                if (blockIdx.x == 0) {
+                    args.recv_count[e] = running;
+                    if (args.cumulative_local_expert_recv_stats)
+                        args.cumulative_local_expert_recv_stats[e] += running;
+                }
             }
+        }
+        __syncthreads();
+        if (warp == 0) {
+            // Each expert's first output row: e * R * T_ll (masked), or the exclusive prefix of the
+            // rows rounded up to the alignment (contiguous; warp scan, 32 experts per step).
+            const uint32_t lane = ptx::lane_id();
+            const int32_t alignment = args.expert_alignment;
+            const int64_t rows_per_expert = int64_t(R) * buffer.set_layout.max_tokens;
+            int32_t running = 0;
+            for (int base = 0; base < L; base += 32) {
+                const int e = base + int(lane);
+                const int32_t rows =
+                    e < L && alignment > 0 ? int32_t(align_up(expert_starts[e], alignment)) : 0;
+                int32_t inclusive = rows;
+#pragma unroll
+                for (int offset = 1; offset < 32; offset *= 2) {
+                    const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+                    if (int(lane) >= offset) inclusive += other;
+                }
+                if (e < L)
+                    expert_starts[e] =
+                        alignment > 0 ? running + inclusive - rows : int32_t(e * rows_per_expert);
+                running += __shfl_sync(0xffffffffu, inclusive, 31);
+            }
+            if (lane == 0) expert_starts[L] = alignment > 0 ? running : int32_t(L * rows_per_expert);
+            __syncwarp();
+            if (blockIdx.x == 0 && args.recv_expert_offsets)
+                for (int e = int(lane); e <= L; e += 32) args.recv_expert_offsets[e] = expert_starts[e];
         }
         __syncthreads();
         ll_trace(buffer, 7);
@@ -484,7 +533,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             int32_t source = 0;
             while (item_starts[source + 1] <= record) ++source;
             ll_dispatch_detail::receive_record<kHidden, kTopk, kScaleKind>(
-                args, set_base, source, record - item_starts[source], item % kRecvSlices, scratch);
+                args, set_base, source, record - item_starts[source], item % kRecvSlices, scratch,
+                expert_starts);
         }
         ll_trace(buffer, 8);
     }
