@@ -89,7 +89,7 @@ class Buffer {
     void ll_load_kernels(const LowLatencyDispatchArgs& args);
     // The buffer's LL send area as a bf16 [L, R*T_ll, H] view for zero-copy combine input (the
     // expert GEMM writes here; then ll_combine with zero_copy = true). Needs
-    // BufferConfig::ll_zero_copy_combine.
+    // BufferConfig::ll_zero_copy_combine and a dispatch in the masked layout.
     TensorView ll_combine_input(const LowLatencyHandle& handle) const;
     // Fault tolerance (BufferConfig::ll_mask_unresponsive_ranks): ranks masked after a timeout.
     std::vector<int32_t> ll_query_mask();

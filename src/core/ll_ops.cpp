@@ -432,6 +432,8 @@ TensorView Buffer::ll_combine_input(const LowLatencyHandle& handle) const {
     if (!impl.config.ll_zero_copy_combine || impl.layout.ll_zero_copy_bytes == 0)
         fail("ll_combine_input needs a buffer created with BufferConfig::ll_zero_copy_combine = true");
     if (handle.num_ranks != num_ranks()) fail("ll_combine_input: the handle comes from a different buffer");
+    if (handle.layout != RecvLayout::kExpertMasked)
+        fail("ll_combine_input: zero-copy combine input needs a dispatch in the masked layout");
     const int64_t L = handle.local_experts, rows = handle.rows_per_expert(), H = handle.hidden;
     return TensorView::strided(impl.memory->local() + impl.layout.ll_zero_copy_offset, DType::kBFloat16,
                                {L, rows, H}, {rows * H, H, 1}, Device::cuda(impl.device));
