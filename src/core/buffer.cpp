@@ -11,12 +11,12 @@
 
 #include "comm/symmetric_memory.hpp"
 #include "comm/topology.hpp"
-#include "launch/ht_launch.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
 #include "core/stream_pool.hpp"
 #include "core/validation.hpp"
 #include "core/buffer_impl.hpp"
+#include "launch/ht_launch.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/ll/dispatch.cuh"
 
