@@ -12,6 +12,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/block_scan.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/fp8.cuh"
@@ -170,24 +171,18 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             // start in y, as the dispatch laid them out); 32 experts per step (warp scans).
             const uint32_t lane = ptx::lane_id();
             const int32_t alignment = args.y_alignment;
-            int32_t running = 0, y_running = 0;
+            int64_t running = 0, y_running = 0;
             for (int base = 0; base < L; base += 32) {
                 const int e = base + int(lane);
-                const int32_t count = e < L ? args.recv_count[e] : 0;
-                const int32_t y_rows = alignment > 0 ? int32_t(align_up(count, alignment)) : 0;
-                int32_t inclusive = count, y_inclusive = y_rows;
-#pragma unroll
-                for (int offset = 1; offset < 32; offset *= 2) {
-                    const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-                    const int32_t y_other = __shfl_up_sync(0xffffffffu, y_inclusive, offset);
-                    if (int(lane) >= offset) inclusive += other, y_inclusive += y_other;
-                }
-                if (e < L) row_starts[e] = running + inclusive - count;
-                if (e < L) y_starts[e] = y_running + y_inclusive - y_rows;
+                const int64_t count = e < L ? args.recv_count[e] : 0;
+                const int64_t y_rows = alignment > 0 ? align_up(count, alignment) : 0;
+                const int64_t inclusive = warp_inclusive_sum(count), y_inclusive = warp_inclusive_sum(y_rows);
+                if (e < L) row_starts[e] = int32_t(running + inclusive - count);
+                if (e < L) y_starts[e] = int32_t(y_running + y_inclusive - y_rows);
                 running += __shfl_sync(0xffffffffu, inclusive, 31);
                 y_running += __shfl_sync(0xffffffffu, y_inclusive, 31);
             }
-            if (lane == 0) row_starts[L] = running;
+            if (lane == 0) row_starts[L] = int32_t(running);
         }
         __syncthreads();
         constexpr int kSlices =

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/block_scan.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/record_layout.cuh"
@@ -502,23 +503,17 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             const uint32_t lane = ptx::lane_id();
             const int32_t alignment = args.expert_alignment;
             const int64_t rows_per_expert = int64_t(R) * buffer.set_layout.max_tokens;
-            int32_t running = 0;
+            int64_t running = 0;
             for (int base = 0; base < L; base += 32) {
                 const int e = base + int(lane);
-                const int32_t rows =
-                    e < L && alignment > 0 ? int32_t(align_up(expert_starts[e], alignment)) : 0;
-                int32_t inclusive = rows;
-#pragma unroll
-                for (int offset = 1; offset < 32; offset *= 2) {
-                    const int32_t other = __shfl_up_sync(0xffffffffu, inclusive, offset);
-                    if (int(lane) >= offset) inclusive += other;
-                }
+                const int64_t rows = e < L && alignment > 0 ? align_up(expert_starts[e], alignment) : 0;
+                const int64_t inclusive = warp_inclusive_sum(rows);
                 if (e < L)
                     expert_starts[e] =
-                        alignment > 0 ? running + inclusive - rows : int32_t(e * rows_per_expert);
+                        int32_t(alignment > 0 ? running + inclusive - rows : e * rows_per_expert);
                 running += __shfl_sync(0xffffffffu, inclusive, 31);
             }
-            if (lane == 0) expert_starts[L] = alignment > 0 ? running : int32_t(L * rows_per_expert);
+            if (lane == 0) expert_starts[L] = int32_t(alignment > 0 ? running : L * rows_per_expert);
             __syncwarp();
             if (blockIdx.x == 0 && args.recv_expert_offsets)
                 for (int e = int(lane); e <= L; e += 32) args.recv_expert_offsets[e] = expert_starts[e];
