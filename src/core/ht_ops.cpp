@@ -452,6 +452,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         const int num_sms = choose_num_sms(impl, args.num_sms, handle->num_experts, K, SmModelOp::kCombine);
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
+        combine.publish = launch::combine_publisher() ? 1 : 0;
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;

@@ -2,6 +2,7 @@
 #include "launch/ht_launch.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "jit/jit.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
@@ -25,16 +26,26 @@ const jit::CachedKernel& cached_ht_receive() {
     return cached;
 }
 
-const jit::CachedKernel& cached_ht_combine() {
-    static const jit::CachedKernel cached(
-        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel"});
-    return cached;
+const jit::CachedKernel& cached_ht_combine(bool publish) {
+    static const jit::CachedKernel register_signals(
+        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel<false>"});
+    static const jit::CachedKernel publisher(
+        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel<true>"});
+    return publish ? publisher : register_signals;
 }
 }  // namespace
 
+bool combine_publisher() {
+    static const bool publisher = [] {
+        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_PUBLISHER");
+        return value && value[0] == '1';
+    }();
+    return publisher;
+}
+
 void preload_ht(int device) {
     for (const jit::CachedKernel* kernel :
-         {&cached_ht_dispatch(), &cached_ht_receive(), &cached_ht_combine()})
+         {&cached_ht_dispatch(), &cached_ht_receive(), &cached_ht_combine(combine_publisher())})
         kernel->get(device);
 }
 
@@ -74,7 +85,7 @@ void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs
 }
 
 void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms) {
-    const jit::Kernel& kernel = cached_ht_combine().get(context.device);
+    const jit::Kernel& kernel = cached_ht_combine(args.publish != 0).get(context.device);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
     config.block[0] = 512;

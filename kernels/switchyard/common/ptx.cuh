@@ -93,6 +93,33 @@ SY_DEVICE void red_add_release_sys(uint64_t* address, uint64_t value) {
     asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
+// Without ordering of its own: after fence_acq_rel_sys it completes a release pattern, so one
+// fence can serve several signals.
+SY_DEVICE void red_add_relaxed_sys(uint64_t* address, uint64_t value) {
+    asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+}
+
+// --- Block scope, shared memory (hand-offs between warps of one block) -----------------------------
+SY_DEVICE uint32_t ld_acquire_cta(const uint32_t* shared_address) {
+    uint32_t value;
+    asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];"
+                 : "=r"(value)
+                 : "r"(smem_address(shared_address))
+                 : "memory");
+    return value;
+}
+
+SY_DEVICE void st_release_cta(uint32_t* shared_address, uint32_t value) {
+    asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(smem_address(shared_address)), "r"(value)
+                 : "memory");
+}
+
+SY_DEVICE void red_add_release_cta(uint32_t* shared_address, uint32_t value) {
+    asm volatile("red.release.cta.shared::cta.add.u32 [%0], %1;" ::"r"(smem_address(shared_address)),
+                 "r"(value)
+                 : "memory");
+}
+
 SY_DEVICE void red_add_release_gpu(uint32_t* address, uint32_t value) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
 }

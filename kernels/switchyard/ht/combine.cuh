@@ -27,6 +27,7 @@
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/combine_bulk_send.cuh"
+#include "switchyard/ht/combine_publish.cuh"
 #include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
@@ -365,6 +366,10 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
 
 }  // namespace ht_detail
 
+// kPublish: one warp per block publishes the register senders' rows (combine_publish.cuh); a
+// separate instantiation, so the default kernel's registers stay as they were (the kernel sits at
+// the 128-register cap of 512 threads).
+template <bool kPublish>
 __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constant__ HtCombineArgs args) {
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
@@ -372,11 +377,16 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int num_warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
-    // Warps [0, send_warps) send, the others reduce (with bulk sending, one warp sends).
+    // Warps [0, send_warps) send, then (with a publisher) warp send_warps publishes their rows'
+    // arrivals, and the others reduce (with bulk sending, one warp sends).
     const bool bulk = args.bulk_stages > 0 && args.mode == 0;
-    const int send_warps = bulk ? 1 : min(max(args.send_warps, 1), num_warps - 1);
-    const int reduce_warps = num_warps - send_warps;
+    const int publishers = kPublish && !bulk ? 1 : 0;
+    const int send_warps =
+        bulk ? 1 : min(max(args.send_warps, 1), min(num_warps - 1 - publishers, kHtPublishMaxSenders));
+    const int reduce_warps = num_warps - send_warps - publishers;
     __shared__ int ok;
+    __shared__ ht_detail::PublishQueues publish_queues;
+    if (publishers && threadIdx.x < 32) publish_queues.reset();
 
     // enter
     if (threadIdx.x == 0) ok = 1;
@@ -419,6 +429,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         // system fence that makes a warp's rows visible waits for all its stores to peers, so it
         // is paid once per group.
         const int group = min(max(args.send_group, 1), 32);
+        uint32_t queued = 0;  // rows queued for the publisher (publish_queues)
         for (int64_t base = sender; base < sent_rows; base += senders * group) {
             const int64_t my_item = base + int64_t(ptx::lane_id()) * senders;
             int64_t my_row = -1;
@@ -436,11 +447,17 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                                                         __shfl_sync(0xffffffffu, my_token, j));
                 if (int(ptx::lane_id()) == j) my_written = written;
             }
-            ht_detail::signal_arrivals(c, group, my_home, my_token, my_written);
+            if (publishers)
+                ht_detail::queue_rows(publish_queues, warp, queued, group, my_home, my_token, my_written);
+            else
+                ht_detail::signal_arrivals(c, group, my_home, my_token, my_written);
         }
+        if (publishers) ht_detail::finish_queueing(publish_queues);
+    } else if (ok && warp < send_warps + publishers) {
+        ht_detail::publish_rows(c, publish_queues, send_warps);
     } else if (ok) {
         // reduce_home, in arrival order, spread over every block's reducer warps.
-        const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps);
+        const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
         const int reducers = int(gridDim.x) * reduce_warps;
         const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
         const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));

@@ -92,6 +92,7 @@ struct HtCombineArgs {
     int32_t weighted;
     int32_t send_warps;   // warps per block that send rows; the others reduce as rows arrive
     int32_t send_group;   // rows a sender warp writes per system fence and arrival (1..32)
+    int32_t publish;      // 1: one warp per block fences and signals the senders' rows (combine_publish.cuh)
     int32_t bulk_stages;  // > 0: rank-major rows leave through one bulk-copy warp per block with this
                           // many shared-memory stages (combine_bulk_send.cuh); 0: register senders
     const uint8_t* y;     // rows in the dispatch's layout, bf16
