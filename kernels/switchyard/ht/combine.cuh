@@ -364,6 +364,36 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
     }
 }
 
+// Reduces whole chunk `chunk` after waiting for its rows; false when the wait failed.
+SY_DEVICE bool reduce_chunk(const HtCombineArgs& args, int chunk, int32_t self_first_row) {
+    const HtCommon& c = args.common;
+    if (!wait_for_chunk(args, chunk)) return false;
+    const int last = min((chunk + 1) * kHtCombineChunkTokens, c.num_tokens);
+    for (int token = chunk * kHtCombineChunkTokens; token < last; ++token) {
+        const int32_t first_group_slot =
+            args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
+                ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
+                : -1;
+        reduce_token(args, token, 0, c.hidden, true, self_first_row, first_group_slot);
+    }
+    return true;
+}
+
+// The publisher variant's reduce: warps claim whole chunks one at a time from a counter of this
+// rank's workspace (the last block resets it, finish_and_signal), in arrival order, and sender
+// warps join once their rows are out, so the last chunks to arrive are spread over every warp
+// instead of a fixed reducer's queue. Which warp sums a token does not change its sum.
+SY_DEVICE void reduce_claimed_chunks(const HtCombineArgs& args, uint64_t* counters, int chunks,
+                                     int32_t self_first_row) {
+    auto* next_chunk = reinterpret_cast<unsigned long long*>(counters + kCounterHtCombineNextChunk);
+    for (;;) {
+        unsigned long long claimed = 0;
+        if (ptx::lane_id() == 0) claimed = atomicAdd(next_chunk, 1ull);
+        const int chunk = int(min(__shfl_sync(0xffffffffu, claimed, 0), (unsigned long long)chunks));
+        if (chunk >= chunks || !reduce_chunk(args, chunk, self_first_row)) return;
+    }
+}
+
 }  // namespace ht_detail
 
 // kPublish: one warp per block publishes the register senders' rows (combine_publish.cuh); a
@@ -455,26 +485,25 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         if (publishers) ht_detail::finish_queueing(publish_queues);
     } else if (ok && warp < send_warps + publishers) {
         ht_detail::publish_rows(c, publish_queues, send_warps);
-    } else if (ok) {
+    }
+    if (ok && kPublish && !bulk && warp < send_warps + publishers) {
+        // Senders and the publisher, their rows out: claim chunks with the reducers (many tokens).
+        const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
+        const int reducers = int(gridDim.x) * reduce_warps;
+        if (chunks >= reducers || ceil_div(c.hidden, ht_detail::kReducePartChannels) == 1)
+            ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
+    } else if (ok && warp >= send_warps + publishers) {
         // reduce_home, in arrival order, spread over every block's reducer warps.
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
         const int reducers = int(gridDim.x) * reduce_warps;
         const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
         const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
-        if (chunks >= reducers || max_parts == 1) {
+        if (kPublish && (chunks >= reducers || max_parts == 1)) {
+            ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
+        } else if (chunks >= reducers || max_parts == 1) {
             // Many tokens: a warp takes whole chunks, waits for their rows and reduces them.
-            for (int chunk = reducer; chunk < chunks; chunk += reducers) {
-                if (!ht_detail::wait_for_chunk(args, chunk)) break;
-                const int last = min((chunk + 1) * kHtCombineChunkTokens, c.num_tokens);
-                for (int token = chunk * kHtCombineChunkTokens; token < last; ++token) {
-                    const int32_t first_group_slot =
-                        args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
-                            ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
-                            : -1;
-                    ht_detail::reduce_token(args, token, 0, c.hidden, true, row_offsets[c.rank],
-                                            first_group_slot);
-                }
-            }
+            for (int chunk = reducer; chunk < chunks; chunk += reducers)
+                if (!ht_detail::reduce_chunk(args, chunk, row_offsets[c.rank])) break;
         } else {
             // Few tokens (fewer chunks than reducers): items of (token, one sum round of channels),
             // so that every reducer has work. The warp with a chunk's first item waits for the
