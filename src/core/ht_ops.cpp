@@ -17,14 +17,17 @@
 namespace switchyard {
 namespace {
 
-// Warps of each 16-warp combine block that send rows; the others reduce as the rows arrive.
-// SWITCHYARD_HT_COMBINE_SEND_WARPS overrides the default, for tuning (read once per process: the
-// op's host path stays free of environment lookups).
+// Warps of each 16-warp combine block that send rows; with the publisher (the default) one more
+// publishes their arrivals and the others reduce as the rows arrive. Senders that never stall in
+// their own fences need fewer warps: 4 with the publisher (run B at 8750589: 240 us at 16 SMs
+// against 265 with 6), 6 without (7e254c9 sweep of 6-12). SWITCHYARD_HT_COMBINE_SEND_WARPS
+// overrides it, for tuning (read once per process: the op's host path stays free of environment
+// lookups).
 int combine_send_warps() {
     static const int send_warps = [] {
-        constexpr int kDefault = 6;  // best or within 3% of it at 8-32 SMs (7e254c9 sweep of 6-12)
+        const int fallback = launch::combine_publisher() ? 4 : 6;
         const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
-        return value && *value ? std::clamp(std::atoi(value), 1, 15) : kDefault;
+        return value && *value ? std::clamp(std::atoi(value), 1, 15) : fallback;
     }();
     return send_warps;
 }
@@ -78,7 +81,9 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl.device);
     input.bandwidth = default_arch_bandwidth(major);
     input.op = op;
-    input.combine_send_fraction = combine_send_warps() / 16.0;
+    // The model's share of a combine block's write throughput stays that of 6 fenced senders of
+    // 16: the publisher's 4 senders, which never stall in fences, move as much (combine_send_warps).
+    input.combine_send_fraction = 6.0 / 16.0;
     return std::max(1, model_num_sms(input).num_sms);
 }
 

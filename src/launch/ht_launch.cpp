@@ -38,7 +38,7 @@ const jit::CachedKernel& cached_ht_combine(bool publish) {
 bool combine_publisher() {
     static const bool publisher = [] {
         const char* value = std::getenv("SWITCHYARD_HT_COMBINE_PUBLISHER");
-        return value && value[0] == '1';
+        return !(value && value[0] == '0');
     }();
     return publisher;
 }

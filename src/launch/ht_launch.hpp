@@ -12,8 +12,9 @@ device::HtCommon ht_common(const LaunchContext& context);
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms);
 void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args);
 // One warp per combine block publishes the register senders' rows (kernels/switchyard/ht/
-// combine_publish.cuh) when SWITCHYARD_HT_COMBINE_PUBLISHER=1 (read once per process): an
-// experiment against the senders' own per-group system fences.
+// combine_publish.cuh) and every warp claims chunks to reduce: the default.
+// SWITCHYARD_HT_COMBINE_PUBLISHER=0 (read once per process) selects the older kernel, whose sender
+// warps fence and signal their own rows and whose reducers take fixed chunks.
 bool combine_publisher();
 
 void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs& args, int num_sms);

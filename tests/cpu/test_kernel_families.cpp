@@ -19,7 +19,7 @@ const std::vector<jit::KernelSource>& families() {
          "switchyard::device::layout_kernel<long long>"},
         {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
         {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"},
-        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel<false>"},
+        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel<true>"},
         {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"},
         {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
          "switchyard::device::coresidency_probe_kernel"},

@@ -8,11 +8,13 @@
 //                 combine region (rank-major rows whose home is this rank stay where they are, in
 //                 y): rank-major rows as they are, expert-major rows per k (flat) or reduced over
 //                 this rank's k first and rounded to bf16 once (hierarchical); after each group of
-//                 send_group rows it raises the homes' arrival counters of (the rows' token
-//                 chunks, this rank);
-//  reduce_home    (reducer warps) in the order the rows arrive, by chunks of
-//                 kHtCombineChunkTokens home tokens: wait until every source's rows of the chunk
-//                 are in (the home knows how many from its dispatch handle), then sum each
+//                 send_group rows the homes' arrival counters of (the rows' token chunks, this
+//                 rank) are raised: by the publisher warp for everything queued (kPublish, the
+//                 default, combine_publish.cuh) or by the sender itself after its own fence;
+//  reduce_home    (reducer warps, and with kPublish the senders and publisher once done) in the
+//                 order the rows arrive, by chunks of kHtCombineChunkTokens home tokens (kPublish:
+//                 claimed one at a time from a counter; else fixed per warp): wait until every source's rows
+//                 of the chunk are in (the home knows how many from its dispatch handle), then sum each
 //                 token's channels in fp32 in the fixed order (biases, then slots ascending) and
 //                 round to bf16 once, and pick each k's weight from its owner's record
 //                 (combined_topk_weights). With fewer chunks than reducer warps, tokens are split
