@@ -40,6 +40,19 @@ void check_round(Buffer& buffer, RankEnv& env, const Scenario& sc, const Round& 
     check_combine(sc, env.rank, round.combined.out, env.stream, what);
 }
 
+// Loads the LL kernels of every case variant in `cases` before any rank's first op: with ranks
+// sharing a GPU, a kernel load while a peer's kernel waits for this rank stalls both (design notes
+// §2, rule 9; seen once in MasksUnresponsiveRank at ec47f38, a 20 s timeout). Leaves `inputs.c`
+// as it found it.
+void load_kernels(Buffer& buffer, RankInputs& inputs, const std::vector<Case>& cases) {
+    const Case kept = inputs.c;
+    for (const Case& c : cases) {
+        inputs.c = c;
+        buffer.ll_load_kernels(inputs.dispatch_args());
+    }
+    inputs.c = kept;
+}
+
 }  // namespace
 
 SY_TEST(LowLatency, CudaGraphReplay) {
@@ -57,6 +70,7 @@ SY_TEST(LowLatency, CudaGraphReplay) {
         run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
             Buffer buffer(env.communicator, env.device, ll_config(c));
             RankInputs inputs(c, rc.ranks, env.device);
+            load_kernels(buffer, inputs, {c});
             // Host calls that may synchronize the device (cudaMalloc above, graph instantiation and
             // destruction below) must not overlap a co-located rank's kernel that waits for this
             // rank: every rank finishes them before any rank launches (docs/design-notes.md §2).
@@ -116,6 +130,7 @@ SY_TEST(LowLatency, MasksUnresponsiveRank) {
             Buffer warm(env.communicator, env.device, ll_config(c));
             RankInputs inputs(c, ranks, env.device);
             inputs.load(everyone, env.rank, env.stream);
+            load_kernels(warm, inputs, {c});
             // Every rank's allocations (cudaMalloc may wait for the device) are done before any
             // rank's kernel waits for its peers (design notes §2, rule 5).
             env.communicator->barrier(std::chrono::seconds(60));
@@ -179,6 +194,7 @@ SY_TEST(LowLatency, TimeoutWithoutMaskingIsAnError) {
         Buffer buffer(env.communicator, env.device, config);
         RankInputs inputs(c, 2, env.device);
         inputs.load(sc, env.rank, env.stream);
+        load_kernels(buffer, inputs, {c});
         if (env.rank == 0) {
             buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
             SY_CUDA_OK(cudaStreamSynchronize(env.stream));
@@ -205,6 +221,15 @@ SY_TEST(LowLatency, Soak1000Iterations) {
     run_ranks(2, gpus, [&](RankEnv& env) {
         Buffer buffer(env.communicator, env.device, ll_config(base));
         RankInputs inputs(base, 2, env.device);
+        std::vector<Case> variants;  // every kernel shape the iterations below use
+        for (ScaleFormat format : {ScaleFormat::kFloat32, ScaleFormat::kUE8M0})
+            for (bool use_fp8 : {false, true})
+                for (bool index_int64 : {false, true}) {
+                    Case v = base;
+                    v.format = format, v.use_fp8 = use_fp8, v.index_int64 = index_int64;
+                    variants.push_back(v);
+                }
+        load_kernels(buffer, inputs, variants);
         env.communicator->barrier(std::chrono::seconds(60));  // allocations done on every rank
         for (int iteration = 0; iteration < 1000; ++iteration) {
             Case c = base;
