@@ -99,27 +99,6 @@ SY_DEVICE void red_add_relaxed_sys(uint64_t* address, uint64_t value) {
     asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
-// --- Block scope, shared memory (hand-offs between warps of one block) -----------------------------
-SY_DEVICE uint32_t ld_acquire_cta(const uint32_t* shared_address) {
-    uint32_t value;
-    asm volatile("ld.acquire.cta.shared::cta.u32 %0, [%1];"
-                 : "=r"(value)
-                 : "r"(smem_address(shared_address))
-                 : "memory");
-    return value;
-}
-
-SY_DEVICE void st_release_cta(uint32_t* shared_address, uint32_t value) {
-    asm volatile("st.release.cta.shared::cta.u32 [%0], %1;" ::"r"(smem_address(shared_address)), "r"(value)
-                 : "memory");
-}
-
-SY_DEVICE void red_add_release_cta(uint32_t* shared_address, uint32_t value) {
-    asm volatile("red.release.cta.shared::cta.add.u32 [%0], %1;" ::"r"(smem_address(shared_address)),
-                 "r"(value)
-                 : "memory");
-}
-
 SY_DEVICE void red_add_release_gpu(uint32_t* address, uint32_t value) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
 }
@@ -168,6 +147,23 @@ SY_DEVICE void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)),
                  "r"(bytes)
                  : "memory");
+}
+
+// A plain arrival (release at block scope).
+SY_DEVICE void mbarrier_arrive(uint64_t* barrier) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(barrier)) : "memory");
+}
+
+// Whether the phase of `parity` has completed (acquire at block scope), without waiting.
+SY_DEVICE bool mbarrier_test_wait_parity(uint64_t* barrier, uint32_t parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+        "p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(barrier)), "r"(parity)
+        : "memory");
+    return done != 0;
 }
 
 SY_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {

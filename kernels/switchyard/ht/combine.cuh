@@ -418,7 +418,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     const int reduce_warps = num_warps - send_warps - publishers;
     __shared__ int ok;
     __shared__ ht_detail::PublishQueues publish_queues;
-    if (publishers && threadIdx.x < 32) publish_queues.reset();
+    if (publishers) publish_queues.init(send_warps);
 
     // enter
     if (threadIdx.x == 0) ok = 1;

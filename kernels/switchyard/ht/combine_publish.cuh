@@ -6,9 +6,13 @@
 // shared memory, and goes on copying; the publisher warp takes everything queued so far, makes it
 // visible with one system fence, and raises the homes' arrival counters (consecutive entries of
 // the same home chunk added together). The senders' rows are covered by the publisher's fence
-// through causality: row stores -> the sender's release of its ring count (block scope) -> the
-// publisher's acquire of it -> its system fence -> the relaxed remote add that completes the
-// release pattern, which the home acquires.
+// through causality: row stores -> warp barrier -> the sender's arrival on the entry's "full"
+// mbarrier (release, block scope) -> the publisher's wait on it (acquire) -> its system fence ->
+// the relaxed remote add that completes the release pattern, which the home acquires.
+//
+// Every hand-off between warps goes through mbarriers (a "full" and an "empty" one per ring
+// entry, and one that counts finished senders), which compute-sanitizer racecheck follows; it
+// does not follow acquire/release loads and stores of shared words (design notes §4).
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -18,25 +22,29 @@
 
 namespace switchyard::device {
 
-constexpr int kHtPublishRing = 64;        // queued rows per sender warp
+constexpr int kHtPublishRing = 32;        // queued rows per sender warp
 constexpr int kHtPublishMaxSenders = 15;  // sender warps of a 16-warp block (one publishes)
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ht_detail {
 
-// Shared-memory queues of one block; counts only grow (ring positions are counts mod the ring).
+// Shared-memory queues of one block. Entry n of warp w sits at slot n % kHtPublishRing; its pass
+// n / kHtPublishRing picks the mbarrier phase (parity) to wait for.
 struct PublishQueues {
     uint64_t entries[kHtPublishMaxSenders][kHtPublishRing];
-    uint32_t produced[kHtPublishMaxSenders];  // written by sender warp w (release)
-    uint32_t consumed[kHtPublishMaxSenders];  // written by the publisher (release)
-    uint32_t senders_done;                    // sender warps that have queued their last row
+    uint64_t full[kHtPublishMaxSenders][kHtPublishRing];   // the sender wrote the entry
+    uint64_t empty[kHtPublishMaxSenders][kHtPublishRing];  // the publisher consumed it
+    uint64_t senders_done;                                 // one arrival per finished sender warp
 
-    // Threads 0..31, before the block barrier that precedes the roles.
-    SY_DEVICE void reset() {
-        const uint32_t lane = threadIdx.x;
-        if (lane < uint32_t(kHtPublishMaxSenders)) produced[lane] = consumed[lane] = 0;
-        if (lane == 0) senders_done = 0;
+    // Every thread of the block, before the block barrier that precedes the roles.
+    SY_DEVICE void init(int send_warps) {
+        for (int i = int(threadIdx.x); i < kHtPublishMaxSenders * kHtPublishRing; i += int(blockDim.x)) {
+            ptx::mbarrier_init(&full[0][0] + i, 1);
+            ptx::mbarrier_init(&empty[0][0] + i, 1);
+        }
+        if (threadIdx.x == 0) ptx::mbarrier_init(&senders_done, uint32_t(send_warps));
+        ptx::fence_mbarrier_init();
     }
 };
 
@@ -51,23 +59,23 @@ SY_DEVICE uint64_t publish_entry(int home, int chunk, int records) {
 SY_DEVICE void queue_rows(PublishQueues& queues, int warp, uint32_t& head, int group, int home, int token,
                           int written) {
     const uint32_t lane = ptx::lane_id();
-    if (lane == 0)  // wait for room: the publisher drains without waiting on anything but its fence
-        while (head + uint32_t(group) - ptx::ld_acquire_cta(&queues.consumed[warp]) >
-               uint32_t(kHtPublishRing)) {
+    const uint32_t n = head + lane;
+    const int slot = int(n % kHtPublishRing);
+    if (int(lane) < group) {
+        // Room: the publisher has consumed this slot's previous entry (a fresh slot passes at once).
+        while (!ptx::mbarrier_try_wait_parity(&queues.empty[warp][slot], ((n / kHtPublishRing) & 1u) ^ 1u)) {
         }
-    __syncwarp();
-    if (int(lane) < group)
-        queues.entries[warp][(head + lane) % kHtPublishRing] =
-            publish_entry(home, token / kHtCombineChunkTokens, written);
+        queues.entries[warp][slot] = publish_entry(home, token / kHtCombineChunkTokens, written);
+    }
+    __syncwarp();  // every lane's row stores precede each lane's arrival
+    if (int(lane) < group) ptx::mbarrier_arrive(&queues.full[warp][slot]);
     head += uint32_t(group);
-    __syncwarp();  // orders every lane's row stores and entry before lane 0's release
-    if (lane == 0) ptx::st_release_cta(&queues.produced[warp], head);
 }
 
 // Sender warp, after its last group.
 SY_DEVICE void finish_queueing(PublishQueues& queues) {
     __syncwarp();
-    if (ptx::lane_id() == 0) ptx::red_add_release_cta(&queues.senders_done, 1u);
+    if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&queues.senders_done);
 }
 
 // The publisher warp: lane w serves sender warp w until every sender has finished and its last
@@ -77,20 +85,27 @@ SY_DEVICE void publish_rows(const HtCommon& c, PublishQueues& queues, int send_w
     const bool serves = lane < send_warps;
     uint32_t published = 0;
     for (;;) {
-        // Read the finished count first: once it says all, the produced counts read after it are final.
-        const uint32_t done = ptx::ld_acquire_cta(&queues.senders_done);
-        const uint32_t produced = serves ? ptx::ld_acquire_cta(&queues.produced[lane]) : 0u;
-        const bool fresh = produced != published;
+        // The finished test first: once it passes, every entry the senders queued is visible to the
+        // scan after it.
+        const bool done = ptx::mbarrier_test_wait_parity(&queues.senders_done, 0);
+        uint32_t ready = published;
+        while (serves && ready - published < uint32_t(kHtPublishRing) &&
+               ptx::mbarrier_test_wait_parity(&queues.full[lane][ready % kHtPublishRing],
+                                              (ready / kHtPublishRing) & 1u))
+            ++ready;
+        const bool fresh = ready != published;
         if (!__any_sync(0xffffffffu, fresh)) {
-            if (done == uint32_t(send_warps)) return;
+            if (done) return;
             __nanosleep(64);  // leave the issue slots to the senders
             continue;
         }
         ptx::fence_acq_rel_sys();  // one fence covers every queued row the lanes have acquired
         int run_home = -1, run_chunk = -1;
         uint64_t run_records = 0;
-        for (uint32_t i = published; i != produced; ++i) {
-            const uint64_t entry = queues.entries[lane][i % kHtPublishRing];
+        for (uint32_t n = published; n != ready; ++n) {
+            const int slot = int(n % kHtPublishRing);
+            const uint64_t entry = queues.entries[lane][slot];
+            ptx::mbarrier_arrive(&queues.empty[lane][slot]);  // the entry is read: the slot is free
             const int home = int((entry >> 16) & 0xffffu), chunk = int(entry >> 32);
             const uint64_t records = entry & 0xffffu;
             if (records == 0) continue;
@@ -107,8 +122,7 @@ SY_DEVICE void publish_rows(const HtCommon& c, PublishQueues& queues, int send_w
             ptx::red_add_relaxed_sys(
                 c.layout.workspace.ht_combine_arrival(c.peer_bases[run_home], run_chunk, c.rank),
                 run_records);
-        if (fresh) ptx::st_release_cta(&queues.consumed[lane], produced);
-        published = produced;
+        published = ready;
     }
 }
 
