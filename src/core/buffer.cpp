@@ -219,6 +219,7 @@ Buffer::~Buffer() {
     impl.memory.reset();
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.ll_trace_host) cudaFreeHost(impl.ll_trace_host);
+    if (impl.ht_trace_host) cudaFreeHost(impl.ht_trace_host);
     if (impl.layout_scratch.counts) cudaFree(impl.layout_scratch.counts);
     if (impl.layout_scratch.flags) cudaFree(impl.layout_scratch.flags);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);

@@ -43,6 +43,9 @@ struct Buffer::Impl {
     // SWITCHYARD_LL_TRACE=1: mapped host memory the LL kernels write their phase clocks into.
     uint64_t* ll_trace_host = nullptr;
     uint64_t* ll_trace_device = nullptr;
+    // SWITCHYARD_HT_TRACE=1: mapped host memory the HT combine kernel writes its timeline into.
+    uint64_t* ht_trace_host = nullptr;
+    uint64_t* ht_trace_device = nullptr;
 
     std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
     // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one

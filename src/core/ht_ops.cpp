@@ -3,6 +3,9 @@
 //   dispatch:  layout kernel -> dispatch kernel -> [host waits for counts] -> receive kernel
 //   combine:   combine kernel
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
 #include <cstdlib>
 #include <chrono>
 #include <thread>
@@ -12,6 +15,7 @@
 #include "core/validation.hpp"
 #include "launch/ht_launch.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
+#include "switchyard/ht/combine_trace.cuh"
 #include "switchyard/sm_model.hpp"
 
 namespace switchyard {
@@ -60,6 +64,45 @@ int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::
     const int32_t stages = device::ht_bulk_send_stages(record.total_bytes);
     const bool aligned = reinterpret_cast<uintptr_t>(y.ptr()) % 16 == 0 && (y.strides[0] * 2) % 16 == 0;
     return rank_major && bulk_send && aligned && stages >= 2 ? stages : 0;
+}
+
+// SWITCHYARD_HT_TRACE=1 (a profiling aid, read once per process): the combine kernel writes its
+// timeline (kernels/switchyard/ht/combine_trace.cuh) into mapped host memory, and the next combine
+// call prints the previous op's to stderr, in us after its first block started.
+uint64_t* ht_combine_trace(Buffer::Impl& impl) {
+    static const bool enabled = [] {
+        const char* value = std::getenv("SWITCHYARD_HT_TRACE");
+        return value && value[0] == '1';
+    }();
+    if (!enabled) return nullptr;
+    if (impl.ht_trace_host == nullptr) {
+        void* host = nullptr;
+        SY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(uint64_t) * device::kHtTraceSlots,
+                                    cudaHostAllocMapped | cudaHostAllocPortable));
+        std::memset(host, 0, sizeof(uint64_t) * device::kHtTraceSlots);
+        void* mapped = nullptr;
+        SY_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+        impl.ht_trace_host = static_cast<uint64_t*>(host);
+        impl.ht_trace_device = static_cast<uint64_t*>(mapped);
+    }
+    volatile uint64_t* slots = impl.ht_trace_host;
+    if (slots[device::kHtTraceReady] == 1) {
+        static const char* const kNames[] = {"entered", "senders done", "publisher done", "reduce done",
+                                             "end"};
+        std::ostringstream line;
+        line << "[switchyard ht trace] rank " << impl.communicator->rank() << " combine (us after start):";
+        for (int slot = device::kHtTraceEntered; slot <= device::kHtTraceEnd; ++slot) {
+            line << " " << kNames[slot - device::kHtTraceEntered] << " ";
+            if (slots[slot] == 0)
+                line << "-";
+            else
+                line << double(slots[slot] - slots[device::kHtTraceStart]) * 1e-3;
+        }
+        line << "\n";
+        std::fputs(line.str().c_str(), stderr);
+        for (int slot = 0; slot < device::kHtTraceSlots; ++slot) slots[slot] = 0;
+    }
+    return impl.ht_trace_device;
 }
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
@@ -491,6 +534,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.out_stride = result.out.view().strides[0];
         combine.combined_weights =
             result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
+        combine.trace = ht_combine_trace(impl);
         launch::launch_ht_combine(context, combine, num_sms);
     });
     return result;

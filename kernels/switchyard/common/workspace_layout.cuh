@@ -47,7 +47,17 @@ enum Counter : int32_t {
     // it to tell a sender that never got past its stores from one whose arrivals went astray.
     kCounterLlDispatchArrived = 20,
     kCounterLlCombineArrived = 21,
-    kNumCounters = 22,
+    // SWITCHYARD_HT_TRACE only: the combine's earliest block start (as ~ns), and the latest time
+    // all blocks had entered, a sender finished, a publisher finished, a warp finished reducing,
+    // a block ended; and the blocks done (the last one copies them out and resets them).
+    kCounterHtTraceStart = 22,
+    kCounterHtTraceEntered = 23,
+    kCounterHtTraceSent = 24,
+    kCounterHtTracePublished = 25,
+    kCounterHtTraceReduced = 26,
+    kCounterHtTraceEnd = 27,
+    kCounterHtTraceBlocks = 28,
+    kNumCounters = 29,
 };
 
 // Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely

@@ -114,6 +114,7 @@ struct HtCombineArgs {
     uint16_t* out;                       // [T, H]
     int64_t out_stride;                  // elements
     float* combined_weights;             // [T, K] or null
+    uint64_t* trace;  // SWITCHYARD_HT_TRACE=1: mapped host [kHtTraceSlots] (combine_trace.cuh), else null
 };
 
 }  // namespace switchyard::device
