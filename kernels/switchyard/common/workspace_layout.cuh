@@ -29,9 +29,9 @@ enum Counter : int32_t {
     // The same for the high-throughput kernels (dispatch and combine share the op sequence).
     kCounterHtRunning = 10,
     kCounterHtStartNs = 11,
-    // Combine chunks claimed by reducing warps in the running op (publisher variant; reset by the
-    // HT kernel's last block).
-    kCounterHtCombineNextChunk = 12,
+    // Combine home tokens claimed by reducing warps in the running op (publisher variant; reset by
+    // the HT kernel's last block).
+    kCounterHtCombineNextToken = 12,
     // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
     kCounterLlTraceBlocks = 13,
     kCounterLlTraceStart = 14,
