@@ -401,21 +401,34 @@ SY_DEVICE bool wait_for_chunk_shared(const HtCombineArgs& args, int chunk, bool 
     return __shfl_sync(0xffffffffu, arrived, 0);
 }
 
-// The publisher variant's reduce: warps claim one home token at a time from a counter of this
-// rank's workspace (the last block resets it, finish_and_signal), in arrival order, and sender
-// warps join once their rows are out (wait_for_chunk_shared: the claimant of a chunk's first token
-// waits for the rows). Whole chunks per claim left the reduce ~25-30 us behind the last rows at 16
-// SMs: a chunk is 16 dependent rounds of loads for one warp (SWITCHYARD_HT_TRACE, fd59dc7). Which
-// warp sums a token does not change its sum.
-SY_DEVICE void reduce_claimed_tokens(const HtCombineArgs& args, uint64_t* counters, uint64_t sequence,
-                                     int32_t self_first_row) {
+// The publisher variant's reduce: warps claim work from counters of this rank's workspace (the
+// last block resets them, finish_and_signal), in arrival order, and sender warps join once their
+// rows are out. Whole chunks first: a chunk is one claim and one wait for 4 tokens. One home token
+// per claim cost too much per token in the steady state (296 against 246 us at 16 SMs, 665f974),
+// but whole chunks leave the reduce 20-30 us behind the last rows (a chunk is 16 dependent load
+// rounds for one warp; SWITCHYARD_HT_TRACE, fd59dc7). So the last chunks (about one token per warp
+// of the grid) are claimed token by token (wait_for_chunk_shared: the claimant of a chunk's first
+// token waits for its rows). Which warp sums a token does not change its sum.
+SY_DEVICE void reduce_claimed(const HtCombineArgs& args, uint64_t* counters, uint64_t sequence,
+                              int32_t self_first_row) {
     const HtCommon& c = args.common;
-    auto* next_token = reinterpret_cast<unsigned long long*>(counters + kCounterHtCombineNextToken);
-    for (;;) {
+    const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
+    const int body_chunks = max(0, chunks - int(gridDim.x * (blockDim.x / 32)) / kHtCombineChunkTokens);
+    auto claim = [](uint64_t* counter) {
         unsigned long long claimed = 0;
-        if (ptx::lane_id() == 0) claimed = atomicAdd(next_token, 1ull);
-        const int token = int(min(__shfl_sync(0xffffffffu, claimed, 0), (unsigned long long)c.num_tokens));
-        if (token >= c.num_tokens) return;
+        if (ptx::lane_id() == 0) claimed = atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull);
+        return __shfl_sync(0xffffffffu, claimed, 0);
+    };
+    for (;;) {
+        const unsigned long long chunk = claim(counters + kCounterHtCombineNextChunk);
+        if (chunk >= (unsigned long long)body_chunks) break;
+        if (!reduce_chunk(args, int(chunk), self_first_row)) return;
+    }
+    const int first_tail_token = body_chunks * kHtCombineChunkTokens;
+    for (;;) {
+        const unsigned long long claimed = claim(counters + kCounterHtCombineNextToken);
+        if (claimed >= (unsigned long long)(c.num_tokens - first_tail_token)) return;
+        const int token = first_tail_token + int(claimed);
         // The token's slots do not depend on the wait: loaded first, the latencies overlap.
         const int32_t first_group_slot =
             args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
@@ -525,11 +538,11 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTracePublished);
     }
     if (ok && kPublish && !bulk && warp < send_warps + publishers) {
-        // Senders and the publisher, their rows out: claim tokens with the reducers (many tokens).
+        // Senders and the publisher, their rows out: claim work with the reducers (many tokens).
         const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
         const int reducers = int(gridDim.x) * reduce_warps;
         if (chunks >= reducers || ceil_div(c.hidden, ht_detail::kReducePartChannels) == 1) {
-            ht_detail::reduce_claimed_tokens(args, counters, sequence, row_offsets[c.rank]);
+            ht_detail::reduce_claimed(args, counters, sequence, row_offsets[c.rank]);
             if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceReduced);
         }
     } else if (ok && warp >= send_warps + publishers) {
@@ -539,7 +552,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
         const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
         if (kPublish && (chunks >= reducers || max_parts == 1)) {
-            ht_detail::reduce_claimed_tokens(args, counters, sequence, row_offsets[c.rank]);
+            ht_detail::reduce_claimed(args, counters, sequence, row_offsets[c.rank]);
         } else if (chunks >= reducers || max_parts == 1) {
             // Many tokens: a warp takes whole chunks, waits for their rows and reduces them.
             for (int chunk = reducer; chunk < chunks; chunk += reducers)
