@@ -29,8 +29,8 @@ enum Counter : int32_t {
     // The same for the high-throughput kernels (dispatch and combine share the op sequence).
     kCounterHtRunning = 10,
     kCounterHtStartNs = 11,
-    // Combine chunks, then tail tokens, claimed by reducing warps in the running op (publisher
-    // variant; reset by the HT kernel's last block).
+    // Combine chunks claimed by reducing warps in the running op (publisher variant; reset by the
+    // HT kernel's last block).
     kCounterHtCombineNextChunk = 12,
     // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
     kCounterLlTraceBlocks = 13,
@@ -57,8 +57,7 @@ enum Counter : int32_t {
     kCounterHtTraceReduced = 26,
     kCounterHtTraceEnd = 27,
     kCounterHtTraceBlocks = 28,
-    kCounterHtCombineNextToken = 29,
-    kNumCounters = 30,
+    kNumCounters = 29,
 };
 
 // Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely

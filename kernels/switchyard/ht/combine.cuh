@@ -382,62 +382,23 @@ SY_DEVICE bool reduce_chunk(const HtCombineArgs& args, int chunk, int32_t self_f
     return true;
 }
 
-// For a reduce item of chunk `chunk`: the chunk's first item (`first`) waits for the chunk's rows
-// and marks the chunk ready (this op's sequence, in this rank's workspace); the chunk's other
-// items wait for that mark. False when a wait failed (the error is recorded).
-SY_DEVICE bool wait_for_chunk_shared(const HtCombineArgs& args, int chunk, bool first, uint64_t sequence) {
-    const HtCommon& c = args.common;
-    uint64_t* ready = c.layout.workspace.ht_combine_ready(c.local_base, chunk);
-    if (first) {
-        if (!wait_for_chunk(args, chunk)) return false;
-        if (ptx::lane_id() == 0) ptx::st_release_sys(ready, sequence);
-        return true;
-    }
-    bool arrived = true;
-    if (ptx::lane_id() == 0)
-        arrived = wait_for_sequence(ready, sequence, c.diagnostics, kPhaseHtCombine, c.rank);
-    // The acquiring lane's view now orders the whole warp's reads (warp barrier).
-    __syncwarp();
-    return __shfl_sync(0xffffffffu, arrived, 0);
-}
-
-// The publisher variant's reduce: warps claim work from counters of this rank's workspace (the
-// last block resets them, finish_and_signal), in arrival order, and sender warps join once their
-// rows are out. Whole chunks first: a chunk is one claim and one wait for 4 tokens. One home token
-// per claim cost too much per token in the steady state (296 against 246 us at 16 SMs, 665f974),
-// but whole chunks leave the reduce 20-30 us behind the last rows (a chunk is 16 dependent load
-// rounds for one warp; SWITCHYARD_HT_TRACE, fd59dc7). So the last chunks (about one token per warp
-// of the grid) are claimed token by token (wait_for_chunk_shared: the claimant of a chunk's first
-// token waits for its rows). Which warp sums a token does not change its sum.
-SY_DEVICE void reduce_claimed(const HtCombineArgs& args, uint64_t* counters, uint64_t sequence,
-                              int32_t self_first_row) {
-    const HtCommon& c = args.common;
-    const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
-    const int body_chunks = max(0, chunks - int(gridDim.x * (blockDim.x / 32)) / kHtCombineChunkTokens);
-    auto claim = [](uint64_t* counter) {
+// The publisher variant's reduce: warps claim whole chunks one at a time from a counter of this
+// rank's workspace (the last block resets it, finish_and_signal), in arrival order, and sender
+// warps join once their rows are out, so the last chunks to arrive are spread over every warp
+// instead of a fixed reducer's queue. Which warp sums a token does not change its sum. Claiming
+// one token at a time (the claimant of a chunk's first token marking it ready for the others) was
+// slower: 296 against 246 us at 16 SMs (665f974), the reduce then ending ~100 us after the senders;
+// and so was claiming only the last chunks token by token: 251.6 us at 16 SMs (f7f2bd2). At 16
+// SMs the reduce trails the senders by ~30-40 us because the reducers are behind, not because
+// one warp holds the last chunk (SWITCHYARD_HT_TRACE, design notes §3).
+SY_DEVICE void reduce_claimed_chunks(const HtCombineArgs& args, uint64_t* counters, int chunks,
+                                     int32_t self_first_row) {
+    auto* next_chunk = reinterpret_cast<unsigned long long*>(counters + kCounterHtCombineNextChunk);
+    for (;;) {
         unsigned long long claimed = 0;
-        if (ptx::lane_id() == 0) claimed = atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull);
-        return __shfl_sync(0xffffffffu, claimed, 0);
-    };
-    for (;;) {
-        const unsigned long long chunk = claim(counters + kCounterHtCombineNextChunk);
-        if (chunk >= (unsigned long long)body_chunks) break;
-        if (!reduce_chunk(args, int(chunk), self_first_row)) return;
-    }
-    const int first_tail_token = body_chunks * kHtCombineChunkTokens;
-    for (;;) {
-        const unsigned long long claimed = claim(counters + kCounterHtCombineNextToken);
-        if (claimed >= (unsigned long long)(c.num_tokens - first_tail_token)) return;
-        const int token = first_tail_token + int(claimed);
-        // The token's slots do not depend on the wait: loaded first, the latencies overlap.
-        const int32_t first_group_slot =
-            args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
-                ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
-                : -1;
-        if (!wait_for_chunk_shared(args, token / kHtCombineChunkTokens, token % kHtCombineChunkTokens == 0,
-                                   sequence))
-            return;
-        reduce_token(args, token, 0, c.hidden, true, self_first_row, first_group_slot);
+        if (ptx::lane_id() == 0) claimed = atomicAdd(next_chunk, 1ull);
+        const int chunk = int(min(__shfl_sync(0xffffffffu, claimed, 0), (unsigned long long)chunks));
+        if (chunk >= chunks || !reduce_chunk(args, chunk, self_first_row)) return;
     }
 }
 
@@ -538,11 +499,11 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTracePublished);
     }
     if (ok && kPublish && !bulk && warp < send_warps + publishers) {
-        // Senders and the publisher, their rows out: claim work with the reducers (many tokens).
+        // Senders and the publisher, their rows out: claim chunks with the reducers (many tokens).
         const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
         const int reducers = int(gridDim.x) * reduce_warps;
         if (chunks >= reducers || ceil_div(c.hidden, ht_detail::kReducePartChannels) == 1) {
-            ht_detail::reduce_claimed(args, counters, sequence, row_offsets[c.rank]);
+            ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
             if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceReduced);
         }
     } else if (ok && warp >= send_warps + publishers) {
@@ -552,7 +513,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
         const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
         if (kPublish && (chunks >= reducers || max_parts == 1)) {
-            ht_detail::reduce_claimed(args, counters, sequence, row_offsets[c.rank]);
+            ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
         } else if (chunks >= reducers || max_parts == 1) {
             // Many tokens: a warp takes whole chunks, waits for their rows and reduces them.
             for (int chunk = reducer; chunk < chunks; chunk += reducers)
@@ -572,9 +533,18 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                     args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
                         ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
                         : -1;
-                if (!ht_detail::wait_for_chunk_shared(
-                        args, chunk, token % kHtCombineChunkTokens == 0 && part == 0, sequence))
-                    break;
+                uint64_t* ready = c.layout.workspace.ht_combine_ready(c.local_base, chunk);
+                if (token % kHtCombineChunkTokens == 0 && part == 0) {
+                    if (!ht_detail::wait_for_chunk(args, chunk)) break;
+                    if (ptx::lane_id() == 0) ptx::st_release_sys(ready, sequence);
+                } else {
+                    bool arrived = true;
+                    if (ptx::lane_id() == 0)
+                        arrived = wait_for_sequence(ready, sequence, c.diagnostics, kPhaseHtCombine, c.rank);
+                    // The acquiring lane's view now orders the whole warp's reads (warp barrier).
+                    __syncwarp();
+                    if (!__shfl_sync(0xffffffffu, arrived, 0)) break;
+                }
                 const int begin = part * ht_detail::kReducePartChannels;
                 ht_detail::reduce_token(args, token, begin,
                                         min(begin + ht_detail::kReducePartChannels, c.hidden), part == 0,

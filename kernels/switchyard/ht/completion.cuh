@@ -43,7 +43,7 @@ SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t 
             ptx::st_release_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
     counters[kCounterHtBlocksDone] = 0;
-    counters[kCounterHtCombineNextChunk] = counters[kCounterHtCombineNextToken] = 0;
+    counters[kCounterHtCombineNextChunk] = 0;
     counters[kCounterHt] = sequence;
 }
 
