@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 #include "comm/topology.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
+#include "core/mapped_host.hpp"
 #include "core/stream_pool.hpp"
 #include "core/validation.hpp"
 #include "core/buffer_impl.hpp"
@@ -181,15 +181,10 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
                                   std::to_string(shared_limit) + "; lower one of them");
     }
     {
-        const size_t words = 3 + static_cast<size_t>(impl.layout.workspace.max_local_experts);
-        void* memory = nullptr;
-        SY_CUDA_CHECK(
-            cudaHostAlloc(&memory, words * sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable));
-        impl.host_counts = static_cast<int32_t*>(memory);
-        std::memset(memory, 0, words * sizeof(int32_t));
-        void* device_alias = nullptr;
-        SY_CUDA_CHECK(cudaHostGetDevicePointer(&device_alias, memory, 0));
-        impl.host_counts_device = static_cast<int32_t*>(device_alias);
+        const auto counts = core::allocate_mapped_host<int32_t>(
+            3 + static_cast<size_t>(impl.layout.workspace.max_local_experts));
+        impl.host_counts = counts.host;
+        impl.host_counts_device = counts.device;
     }
 
     if (impl.topology.ranks_on_my_gpu > 1) {

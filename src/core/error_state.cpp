@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/cuda_check.hpp"
+#include "core/mapped_host.hpp"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/peer_kernel_details.cuh"
 
@@ -34,14 +35,9 @@ const char* phase_name(int32_t phase) {
 }
 
 ErrorState::ErrorState() {
-    void* memory = nullptr;
-    SY_CUDA_CHECK(
-        cudaHostAlloc(&memory, sizeof(device::ErrorRecord), cudaHostAllocMapped | cudaHostAllocPortable));
-    host_record_ = static_cast<device::ErrorRecord*>(memory);
-    std::memset(host_record_, 0, sizeof(device::ErrorRecord));
-    void* device_alias = nullptr;
-    SY_CUDA_CHECK(cudaHostGetDevicePointer(&device_alias, memory, 0));
-    device_record_ = static_cast<device::ErrorRecord*>(device_alias);
+    const auto record = allocate_mapped_host<device::ErrorRecord>(1);
+    host_record_ = record.host;
+    device_record_ = record.device;
 }
 
 ErrorState::~ErrorState() {

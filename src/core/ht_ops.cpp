@@ -4,7 +4,6 @@
 //   combine:   combine kernel
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 #include <cstdlib>
 #include <chrono>
@@ -12,6 +11,7 @@
 
 #include "core/buffer_impl.hpp"
 #include "core/ht_handle.hpp"
+#include "core/mapped_host.hpp"
 #include "core/validation.hpp"
 #include "launch/ht_launch.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
@@ -76,14 +76,9 @@ uint64_t* ht_combine_trace(Buffer::Impl& impl) {
     }();
     if (!enabled) return nullptr;
     if (impl.ht_trace_host == nullptr) {
-        void* host = nullptr;
-        SY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(uint64_t) * device::kHtTraceSlots,
-                                    cudaHostAllocMapped | cudaHostAllocPortable));
-        std::memset(host, 0, sizeof(uint64_t) * device::kHtTraceSlots);
-        void* mapped = nullptr;
-        SY_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
-        impl.ht_trace_host = static_cast<uint64_t*>(host);
-        impl.ht_trace_device = static_cast<uint64_t*>(mapped);
+        const auto slots = core::allocate_mapped_host<uint64_t>(device::kHtTraceSlots);
+        impl.ht_trace_host = slots.host;
+        impl.ht_trace_device = slots.device;
     }
     volatile uint64_t* slots = impl.ht_trace_host;
     if (slots[device::kHtTraceReady] == 1) {

@@ -4,7 +4,6 @@
 // can be captured in CUDA graphs.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -12,6 +11,7 @@
 #include "core/buffer_impl.hpp"
 #include "core/cuda_check.hpp"
 #include "core/ll_handle.hpp"
+#include "core/mapped_host.hpp"
 #include "core/validation.hpp"
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
@@ -83,14 +83,9 @@ uint64_t* ll_trace_slots(BufferImpl& impl, int32_t kind, int phases) {
     if (!ll_trace_enabled()) return nullptr;
     constexpr int kSets = 6;  // [dispatch, combine] x [send, receive, both]
     if (impl.ll_trace_host == nullptr) {
-        void* host = nullptr;
-        SY_CUDA_CHECK(cudaHostAlloc(&host, sizeof(uint64_t) * kSets * device::kLlTraceSlots,
-                                    cudaHostAllocMapped | cudaHostAllocPortable));
-        std::memset(host, 0, sizeof(uint64_t) * kSets * device::kLlTraceSlots);
-        void* mapped = nullptr;
-        SY_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
-        impl.ll_trace_host = static_cast<uint64_t*>(host);
-        impl.ll_trace_device = static_cast<uint64_t*>(mapped);
+        const auto slots = core::allocate_mapped_host<uint64_t>(size_t(kSets) * device::kLlTraceSlots);
+        impl.ll_trace_host = slots.host;
+        impl.ll_trace_device = slots.device;
     }
     const int set = kind * 3 + (phases - 1);
     volatile uint64_t* slots = impl.ll_trace_host + set * device::kLlTraceSlots;

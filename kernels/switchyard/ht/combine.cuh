@@ -464,10 +464,10 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const bool skip_own = ht_detail::reads_own_rows(args);
         const int64_t own_first = row_offsets[c.rank], own_last = row_offsets[c.rank + 1];
         const int64_t sent_rows = rows - (skip_own ? own_last - own_first : 0);
-        // Groups of send_group rows (default 4), item + j * senders: lane j finds row j's home and
-        // token (so their loads overlap), the warp sends the rows, then signals them together. The
-        // system fence that makes a warp's rows visible waits for all its stores to peers, so it
-        // is paid once per group.
+        // Groups of send_group rows (item + j * senders): lane j finds row j's home and token (so
+        // their loads overlap), the warp sends the rows, then queues them for the publisher
+        // (kPublish) or fences and signals them itself; that fence waits for all the warp's stores
+        // to peers, so it is paid once per group.
         const int group = min(max(args.send_group, 1), 32);
         uint32_t queued = 0;  // rows queued for the publisher (publish_queues)
         for (int64_t base = sender; base < sent_rows; base += senders * group) {
