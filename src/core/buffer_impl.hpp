@@ -43,7 +43,8 @@ struct Buffer::Impl {
     // SWITCHYARD_LL_TRACE=1: mapped host memory the LL kernels write their phase clocks into.
     uint64_t* ll_trace_host = nullptr;
     uint64_t* ll_trace_device = nullptr;
-    // SWITCHYARD_HT_TRACE=1: mapped host memory the HT combine kernel writes its timeline into.
+    // SWITCHYARD_HT_TRACE=1: mapped host memory the HT kernels write their timelines into (dispatch,
+    // combine).
     uint64_t* ht_trace_host = nullptr;
     uint64_t* ht_trace_device = nullptr;
 

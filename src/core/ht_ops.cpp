@@ -15,7 +15,7 @@
 #include "core/validation.hpp"
 #include "launch/ht_launch.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
-#include "switchyard/ht/combine_trace.cuh"
+#include "switchyard/ht/ht_trace.cuh"
 #include "switchyard/sm_model.hpp"
 
 namespace switchyard {
@@ -66,38 +66,48 @@ int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::
     return rank_major && bulk_send && aligned && stages >= 2 ? stages : 0;
 }
 
-// SWITCHYARD_HT_TRACE=1 (a profiling aid, read once per process): the combine kernel writes its
-// timeline (kernels/switchyard/ht/combine_trace.cuh) into mapped host memory, and the next combine
-// call prints the previous op's to stderr, in us after its first block started.
-uint64_t* ht_combine_trace(Buffer::Impl& impl) {
+// SWITCHYARD_HT_TRACE=1 (a profiling aid, read once per process): the dispatch and combine kernels
+// write their timelines (kernels/switchyard/ht/ht_trace.cuh) into mapped host memory, and the next
+// call of the same op prints the previous one's to stderr, in us after its first block started.
+enum class HtTracedOp { kDispatch = 0, kCombine = 1 };
+
+uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
     static const bool enabled = [] {
         const char* value = std::getenv("SWITCHYARD_HT_TRACE");
         return value && value[0] == '1';
     }();
     if (!enabled) return nullptr;
-    if (impl.ht_trace_host == nullptr) {
-        const auto slots = core::allocate_mapped_host<uint64_t>(device::kHtTraceSlots);
+    if (impl.ht_trace_host == nullptr) {  // one slot array per traced op
+        const auto slots = core::allocate_mapped_host<uint64_t>(2 * device::kHtTraceSlots);
         impl.ht_trace_host = slots.host;
         impl.ht_trace_device = slots.device;
     }
-    volatile uint64_t* slots = impl.ht_trace_host;
+    static const char* const kDispatchNames[device::kHtDispatchMarks] = {
+        "start",   "layout done", "counts in",     "sent",       "signalled",
+        "rows in", "end",         "receive start", "receive end"};
+    static const char* const kCombineNames[device::kHtCombineMarks] = {
+        "start", "entered", "senders done", "publisher done", "reduce done", "end"};
+    const bool dispatch = op == HtTracedOp::kDispatch;
+    const int marks = dispatch ? device::kHtDispatchMarks : device::kHtCombineMarks;
+    const char* const* names = dispatch ? kDispatchNames : kCombineNames;
+    const int64_t first = int64_t(op) * device::kHtTraceSlots;
+    volatile uint64_t* slots = impl.ht_trace_host + first;
     if (slots[device::kHtTraceReady] == 1) {
-        static const char* const kNames[] = {"entered", "senders done", "publisher done", "reduce done",
-                                             "end"};
         std::ostringstream line;
-        line << "[switchyard ht trace] rank " << impl.communicator->rank() << " combine (us after start):";
-        for (int slot = device::kHtTraceEntered; slot <= device::kHtTraceEnd; ++slot) {
-            line << " " << kNames[slot - device::kHtTraceEntered] << " ";
-            if (slots[slot] == 0)
+        line << "[switchyard ht trace] rank " << impl.communicator->rank()
+             << (dispatch ? " dispatch" : " combine") << " (us after start):";
+        for (int mark = 1; mark < marks; ++mark) {
+            line << " " << names[mark] << " ";
+            if (slots[mark] == 0)
                 line << "-";
             else
-                line << double(slots[slot] - slots[device::kHtTraceStart]) * 1e-3;
+                line << double(int64_t(slots[mark] - slots[0])) * 1e-3;
         }
         line << "\n";
         std::fputs(line.str().c_str(), stderr);
         for (int slot = 0; slot < device::kHtTraceSlots; ++slot) slots[slot] = 0;
     }
-    return impl.ht_trace_device;
+    return impl.ht_trace_device + first;
 }
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
@@ -340,6 +350,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             impl.host_counts[0] = 0;
             dispatch.host_counts = impl.host_counts_device;
         }
+        dispatch.trace = ht_trace(impl, HtTracedOp::kDispatch);
         launch::launch_ht_dispatch(context, dispatch, plan.num_sms);
 
         int64_t rows = worst_rows;
@@ -387,6 +398,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         receive.row_expert_row = handle->row_expert_row.data<int32_t>();
         receive.row_weights = handle->row_weights.data<float>();
         receive.out_num_rows = result.num_recv_rows.data<int32_t>();
+        receive.trace = dispatch.trace;
         if (checked.layout == RecvLayout::kRankMajor) {
             uint8_t* region = impl.memory->local() + impl.layout.ht_dispatch_offset;
             const int64_t record = plan.record.total_bytes;
@@ -529,7 +541,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.out_stride = result.out.view().strides[0];
         combine.combined_weights =
             result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
-        combine.trace = ht_combine_trace(impl);
+        combine.trace = ht_trace(impl, HtTracedOp::kCombine);
         launch::launch_ht_combine(context, combine, num_sms);
     });
     return result;

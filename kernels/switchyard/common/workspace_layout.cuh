@@ -10,6 +10,8 @@
 
 namespace switchyard::device {
 
+constexpr int32_t kHtTraceMaxMarks = 10;  // marks of the longest HT op timeline (dispatch: 9)
+
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {
     kCounterBarrier = 0,  // barriers issued on this buffer
@@ -47,17 +49,11 @@ enum Counter : int32_t {
     // it to tell a sender that never got past its stores from one whose arrivals went astray.
     kCounterLlDispatchArrived = 20,
     kCounterLlCombineArrived = 21,
-    // SWITCHYARD_HT_TRACE only: the combine's earliest block start (as ~ns), and the latest time
-    // all blocks had entered, a sender finished, a publisher finished, a warp finished reducing,
-    // a block ended; and the blocks done (the last one copies them out and resets them).
-    kCounterHtTraceStart = 22,
-    kCounterHtTraceEntered = 23,
-    kCounterHtTraceSent = 24,
-    kCounterHtTracePublished = 25,
-    kCounterHtTraceReduced = 26,
-    kCounterHtTraceEnd = 27,
-    kCounterHtTraceBlocks = 28,
-    kNumCounters = 29,
+    // SWITCHYARD_HT_TRACE only: one counter per mark of the running op's timeline (ht_trace.cuh),
+    // and the blocks of its last kernel done (the last one copies the marks out and resets them).
+    kCounterHtTraceFirst = 22,
+    kCounterHtTraceBlocks = 22 + kHtTraceMaxMarks,
+    kNumCounters = kCounterHtTraceBlocks + 1,
 };
 
 // Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely

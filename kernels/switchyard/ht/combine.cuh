@@ -30,7 +30,7 @@
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/ht/combine_publish.cuh"
-#include "switchyard/ht/combine_trace.cuh"
+#include "switchyard/ht/ht_trace.cuh"
 #include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
@@ -412,7 +412,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     const uint64_t sequence = counters[kCounterHt] + 1;
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceStart);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineStart, true);
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int num_warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
@@ -439,7 +439,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                                c.diagnostics, kPhaseHtCombine, peer, ht_detail::peer_details(c, peer)))
             ok = 0;
     __syncthreads();
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceEntered);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineEntered);
 
     // The per-source row offsets are read once per block, into shared memory.
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
@@ -493,28 +493,29 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                 ht_detail::signal_arrivals(c, group, my_home, my_token, my_written);
         }
         if (publishers) ht_detail::finish_queueing(publish_queues);
-        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceSent);
+        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineSent);
     } else if (ok && warp < send_warps + publishers) {
         ht_detail::publish_rows(c, publish_queues, send_warps);
-        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTracePublished);
+        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombinePublished);
     }
+    // The reduce's unit: whole chunks of home tokens when there are enough to keep every reducer
+    // busy (or a token is one sum round), else items of (token, sum round of channels).
+    const int reducers = int(gridDim.x) * reduce_warps;
+    const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
+    const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
+    const bool whole_chunks = chunks >= reducers || max_parts == 1;
     if (ok && kPublish && !bulk && warp < send_warps + publishers) {
         // Senders and the publisher, their rows out: claim chunks with the reducers (many tokens).
-        const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
-        const int reducers = int(gridDim.x) * reduce_warps;
-        if (chunks >= reducers || ceil_div(c.hidden, ht_detail::kReducePartChannels) == 1) {
+        if (whole_chunks) {
             ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
-            if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceReduced);
+            if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineReduced);
         }
     } else if (ok && warp >= send_warps + publishers) {
         // reduce_home, in arrival order, spread over every block's reducer warps.
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
-        const int reducers = int(gridDim.x) * reduce_warps;
-        const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
-        const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
-        if (kPublish && (chunks >= reducers || max_parts == 1)) {
+        if (kPublish && whole_chunks) {
             ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
-        } else if (chunks >= reducers || max_parts == 1) {
+        } else if (whole_chunks) {
             // Many tokens: a warp takes whole chunks, waits for their rows and reduces them.
             for (int chunk = reducer; chunk < chunks; chunk += reducers)
                 if (!ht_detail::reduce_chunk(args, chunk, row_offsets[c.rank])) break;
@@ -551,11 +552,11 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                                         row_offsets[c.rank], first_group_slot);
             }
         }
-        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kCounterHtTraceReduced);
+        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineReduced);
     }
 
     // finish (peers do not wait for this signal: the arrival counters carry the data's completion)
-    ht_detail::trace_finish(args.trace, counters);
+    ht_detail::trace_finish(args.trace, counters, kHtCombineEnd, kHtCombineMarks, kHtCombineFirstMarks);
     ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_combine_done_offset, sequence);
 }
 

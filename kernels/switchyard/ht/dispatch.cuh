@@ -23,6 +23,7 @@
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
+#include "switchyard/ht/ht_trace.cuh"
 
 namespace switchyard::device {
 
@@ -296,12 +297,14 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     __shared__ int32_t dest_offset[kHtMaxRanks];
     __shared__ __align__(8) uint64_t stage_barriers[16][2];
     const HtCommon& c = args.common;
+    uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchStart, true);
     // With programmatic dependent launch this grid is resident before the layout kernel ends:
     // wait for it before reading anything it wrote (the routing, the poison word); then let the
     // receive kernel be scheduled, to wait in turn at its start.
     ptx::grid_dependency_wait();
     ptx::launch_dependents();
-    uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchLayoutDone);
     const uint64_t sequence = counters[kCounterHt] + 1;
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
@@ -318,6 +321,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     __syncthreads();
     if (announce) ht_detail::notify_peers(args, sequence);
     bool ok = ht_detail::wait_for_counts(c, sequence);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchCounts);
     if (ok) {
         for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {
             int32_t offset = 0;
@@ -360,19 +364,29 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
             }
             ht_detail::send_token(args, token, stages + int64_t(stage) * args.stage_bytes, dest_offset);
         }
-        if (lane == 0) ptx::bulk_wait<0>();
+        if (lane == 0) {
+            ptx::bulk_wait<0>();
+            ht_detail::trace_mark(args.trace, counters, kHtDispatchSent);
+        }
         __syncwarp();
     }
 
     // finish: bulk writes are ordered with generic ones first, then the last block signals.
     ptx::fence_proxy_async_global();
     ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_dispatch_done_offset, sequence);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchSignalled);
 
     // The op is complete here once every source's rows have landed.
     if (blockIdx.x == 0 && ok) {
-        for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
+        for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x) {
             wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence,
                               c.diagnostics, kPhaseHtData, source, ht_detail::peer_details(c, source));
+            ht_detail::trace_mark(args.trace, counters, kHtDispatchArrived);
+        }
+    }
+    if (args.trace != nullptr) {
+        __syncthreads();
+        if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchEnd);
     }
 }
 

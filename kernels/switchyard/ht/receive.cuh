@@ -9,6 +9,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/ht/ht_args.cuh"
+#include "switchyard/ht/ht_trace.cuh"
 
 namespace switchyard::device {
 
@@ -33,6 +34,8 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
     const HtCommon& c = args.common;
     ptx::grid_dependency_wait();             // the dispatch kernel's results (programmatic dependent launch)
     if (is_poisoned(c.diagnostics)) return;  // the dispatch failed: its rows are not all there
+    uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtReceiveStart, true);
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
     const int32_t* recv_info = args.recv_info;
     const int32_t rows = recv_info[info.row_offsets() + c.num_ranks];
@@ -100,6 +103,7 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
             if (lane == 0 && args.out_weights) args.out_weights[row] = 0.0f;
         }
     }
+    ht_detail::trace_finish(args.trace, counters, kHtReceiveEnd, kHtDispatchMarks, kHtDispatchFirstMarks);
 }
 
 #endif
