@@ -83,12 +83,12 @@ uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
         impl.ht_trace_device = slots.device;
     }
     static const char* const kDispatchNames[device::kHtDispatchMarks] = {
-        "start",   "layout done", "counts in",     "sent",       "signalled",
-        "rows in", "end",         "receive start", "receive end"};
+        "start",   "layout end", "dispatch start", "layout done", "counts in", "sent", "signalled",
+        "rows in", "end",        "receive start",  "receive end"};
     static const char* const kCombineNames[device::kHtCombineMarks] = {
         "start", "entered", "senders done", "publisher done", "reduce done", "end"};
     const bool dispatch = op == HtTracedOp::kDispatch;
-    const int marks = dispatch ? device::kHtDispatchMarks : device::kHtCombineMarks;
+    const int marks = dispatch ? int(device::kHtDispatchMarks) : int(device::kHtCombineMarks);
     const char* const* names = dispatch ? kDispatchNames : kCombineNames;
     const int64_t first = int64_t(op) * device::kHtTraceSlots;
     volatile uint64_t* slots = impl.ht_trace_host + first;
@@ -183,6 +183,17 @@ DispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArgs& args, i
             args.x_scales.dtype == DType::kFloat32 ? device::kScaleFloat32 : device::kScaleUe8m0;
     }
     plan.record = device::RecordLayout::dispatch(hidden, plan.payload_kind, plan.scale_kind, topk);
+    // Experiment (SWITCHYARD_HT_RECORD_LINES=1): records whole 128-byte lines apart, when that
+    // still fits the region (a bf16 record of this shape bounds it).
+    static const bool record_lines = [] {
+        const char* value = std::getenv("SWITCHYARD_HT_RECORD_LINES");
+        return value && value[0] == '1';
+    }();
+    const int64_t lines = (plan.record.total_bytes + 127) / 128 * 128;
+    if (record_lines &&
+        lines <= device::RecordLayout::dispatch(hidden, device::kPayloadBf16, device::kScaleNone, topk)
+                     .total_bytes)
+        plan.record.total_bytes = lines;
     plan.num_sms = choose_num_sms(impl, args.num_sms, args.num_experts, topk, SmModelOp::kDispatch);
     return plan;
 }
@@ -252,6 +263,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
 
     impl.run_ordered(stream, [&] {
         const launch::LaunchContext context = impl.context(stream);
+        uint64_t* const trace = ht_trace(impl, HtTracedOp::kDispatch);
         if (cached) {
             handle->token_rank_slot = cached->token_rank_slot;
             handle->token_expert_pos = cached->token_expert_pos;
@@ -293,6 +305,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
                 layout.weights_row_stride = checked.topk_weights.strides[0];
                 layout.weights_copy = handle->topk_weights.data<float>();
             }
+            if (trace) layout.trace_counters = context.layout.workspace.counters(context.local_base);
             launch::launch_dispatch_layout(context, layout, checked.topk_idx.dtype == DType::kInt64);
         }
         if (cached && handle->has_weights) {  // no layout kernel to copy them
@@ -350,7 +363,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             impl.host_counts[0] = 0;
             dispatch.host_counts = impl.host_counts_device;
         }
-        dispatch.trace = ht_trace(impl, HtTracedOp::kDispatch);
+        dispatch.trace = trace;
         launch::launch_ht_dispatch(context, dispatch, plan.num_sms);
 
         int64_t rows = worst_rows;

@@ -13,7 +13,9 @@ namespace switchyard::device {
 
 // Dispatch: its three kernels. Layout done = the dispatch grid past its wait for the layout kernel.
 enum HtDispatchMark : int32_t {
-    kHtDispatchStart = 0,   // first: the first dispatch block started (the layout may still run)
+    kHtLayoutStart = 0,     // first: the first layout block started
+    kHtLayoutEnd,           // the last layout block ended
+    kHtDispatchStart,       // first: the first dispatch block started (the layout may still run)
     kHtDispatchLayoutDone,  // every dispatch block past its wait for the layout kernel
     kHtDispatchCounts,      // every block has all peers' counts (the entry handshake)
     kHtDispatchSent,        // the last warp's rows issued and drained
@@ -24,7 +26,8 @@ enum HtDispatchMark : int32_t {
     kHtReceiveEnd,          // the last receive block ended
     kHtDispatchMarks,
 };
-constexpr uint32_t kHtDispatchFirstMarks = (1u << kHtDispatchStart) | (1u << kHtReceiveStart);
+constexpr uint32_t kHtDispatchFirstMarks =
+    (1u << kHtLayoutStart) | (1u << kHtDispatchStart) | (1u << kHtReceiveStart);
 
 enum HtCombineMark : int32_t {
     kHtCombineStart = 0,  // first: the first block started
@@ -46,8 +49,9 @@ static_assert(kHtDispatchMarks <= kHtTraceMaxMarks && kHtCombineMarks <= kHtTrac
 
 namespace ht_detail {
 
-// One thread: raises mark `mark` to now; a first mark keeps the earliest (stored as ~ns).
-SY_DEVICE void trace_mark(const uint64_t* trace, uint64_t* counters, int32_t mark, bool first = false) {
+// One thread, when tracing (`trace` not null): raises mark `mark` to now; a first mark keeps the
+// earliest (stored as ~ns).
+SY_DEVICE void trace_mark(const void* trace, uint64_t* counters, int32_t mark, bool first = false) {
     if (trace == nullptr) return;
     const uint64_t now = ptx::globaltimer_ns();
     atomicMax(reinterpret_cast<unsigned long long*>(counters + kCounterHtTraceFirst + mark),

@@ -24,6 +24,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
+#include "switchyard/ht/ht_trace.cuh"
 
 namespace switchyard::device {
 
@@ -50,6 +51,7 @@ struct LayoutArgs {
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
     int32_t histogram;         // per-warp counts in shared memory (else warps take turns)
     Diagnostics diagnostics;
+    uint64_t* trace_counters;  // SWITCHYARD_HT_TRACE=1: the workspace counters of the dispatch's timeline
 };
 
 constexpr int kLayoutThreads = 1024;
@@ -241,6 +243,8 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     __shared__ int ok;
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
+    if (threadIdx.x == 0)
+        ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutStart, true);
     if (threadIdx.x == 0) {
         epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word) + 1;  // before this block publishes
         ok = 1;
@@ -306,6 +310,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         }
         __syncthreads();  // the shared arrays are reused by the next chunk
     }
+    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutEnd);
 }
 
 #endif
