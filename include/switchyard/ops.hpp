@@ -98,9 +98,16 @@ struct LowLatencyDispatchArgs {
     bool return_recv_hook = false;  // issue only the send half; result.receive() runs the rest
     // Output layout: kExpertMasked ([L, R*T_ll, H], expert e's rows at e * R*T_ll) or
     // kExpertContiguous (experts' rows back to back, each expert's first row a multiple of
-    // expert_alignment; rows between experts are padding, left unwritten).
+    // expert_alignment). There expert e's segment is its count rounded up to the alignment (none
+    // when empty), and its rows past the count are padding: all padding lies in
+    // [0, recv_expert_offsets[L]), as the HT path and the CPU reference define it. Padding is left
+    // unwritten unless zero_padding is set; then the receiving warps zero its payload and its
+    // entry in every scale column, from the device-side counts (hook mode and graph capture alike;
+    // no extra work when unset). The capacity's rows past recv_expert_offsets[L] are not padding
+    // and are never written.
     RecvLayout layout = RecvLayout::kExpertMasked;
     int32_t expert_alignment = 1;  // kExpertContiguous only
+    bool zero_padding = false;     // kExpertContiguous only
 };
 
 struct LowLatencyDispatchResult {

@@ -159,12 +159,7 @@ LlDispatchExtents check_ll_dispatch_args(const BufferConfig& config, int R, int 
     if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
         args.scale_format != ScaleFormat::kUE8M0)
         fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
-    if (args.layout != RecvLayout::kExpertMasked && args.layout != RecvLayout::kExpertContiguous)
-        fail("the LL dispatch's layout must be kExpertMasked or kExpertContiguous");
-    if (args.expert_alignment < 1 || args.expert_alignment > 1024)
-        fail("expert_alignment must be in [1, 1024], got " + std::to_string(args.expert_alignment));
-    if (args.layout != RecvLayout::kExpertContiguous && args.expert_alignment != 1)
-        fail("expert_alignment applies to the expert-major contiguous layout only");
+    core::validate_ll_layout(args);
     return {T, H, K, args.num_experts, args.num_experts / R};
 }
 
@@ -242,6 +237,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
     dispatch.expert_alignment = contiguous ? args.expert_alignment : 0;
     dispatch.recv_rows = handle->contiguous_rows;
+    dispatch.zero_padding = contiguous && args.zero_padding ? 1 : 0;
 
     launch::LlDispatchShape shape;
     shape.hidden = static_cast<int>(H);
@@ -253,7 +249,10 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     const launch::LaunchContext context = impl.context(stream);
     dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
     dispatch.buffer.trace = ll_trace_slots(impl, device::kLlDispatch, shape.phases);
-    const int blocks = launch::ll_dispatch_blocks(context, config.num_sms, shape, max_tokens);
+    // With zero_padding the grid also covers the segments' most padding rows.
+    const int64_t max_padding_rows = dispatch.zero_padding ? int64_t(L) * (args.expert_alignment - 1) : 0;
+    const int blocks =
+        launch::ll_dispatch_blocks(context, config.num_sms, shape, max_tokens, max_padding_rows);
 
     LowLatencyDispatchResult result;
     impl.run_ordered(stream, [&] {

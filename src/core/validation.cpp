@@ -213,6 +213,19 @@ void validate_dispatch(const DispatchArgs& args, const ValidationContext& contex
     if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
 }
 
+void validate_ll_layout(const LowLatencyDispatchArgs& args) {
+    if (args.layout != RecvLayout::kExpertMasked && args.layout != RecvLayout::kExpertContiguous)
+        fail("the LL dispatch's layout must be kExpertMasked or kExpertContiguous");
+    if (args.expert_alignment < 1 || args.expert_alignment > 1024)
+        fail("expert_alignment must be in [1, 1024], got " + std::to_string(args.expert_alignment));
+    if (args.layout != RecvLayout::kExpertContiguous && args.expert_alignment != 1)
+        fail("expert_alignment applies to the expert-major contiguous layout only");
+    if (args.layout != RecvLayout::kExpertContiguous && args.zero_padding)
+        fail(
+            "zero_padding applies to the expert-major contiguous layout only: the masked layout has no "
+            "padding rows");
+}
+
 void validate_combine(const CombineArgs& args, const CombineShape& shape, const ValidationContext& context) {
     if (!args.y.defined()) fail("combine needs y (the expert outputs)");
     require_2d(args.y, "y");

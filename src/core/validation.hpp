@@ -33,6 +33,10 @@ void validate_num_experts(int32_t num_experts, const ValidationContext& context)
 // memory; for device memory the layout kernel checks them before any data moves.
 void validate_dispatch(const DispatchArgs& args, const ValidationContext& context);
 
+// Checks the output layout options of an LL dispatch: the masked or the contiguous layout, an
+// expert_alignment in [1, 1024], and expert_alignment and zero_padding only with the contiguous one.
+void validate_ll_layout(const LowLatencyDispatchArgs& args);
+
 // Range check of host-resident expert ids: throws InvalidArgument naming token, slot and value.
 void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts);
 

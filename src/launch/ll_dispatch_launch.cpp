@@ -56,17 +56,17 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 }
 
 int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
-                       int64_t max_tokens_per_rank) {
+                       int64_t max_tokens_per_rank, int64_t max_padding_rows) {
     // Every warp should find one receive item (a 2 KB slice of a record) when every source sends
     // its most tokens: a rank's grid cannot know what its peers send (a 1-token rank may receive
     // 128 tokens from each peer), so it is sized by the buffer's T_ll, not by its own tokens.
     // Blocks beyond the send work only receive: the sending blocks are chosen on the device
-    // (ll_sending_blocks), and an idle block costs no arrival.
-    const int64_t payload = shape.scale_kind == device::kScaleNone ? 2 * int64_t(shape.hidden) : shape.hidden;
-    const int64_t recv_slices =
-        ((payload + 511) / 512 + device::kLlRecvStepsPerSlice - 1) / device::kLlRecvStepsPerSlice;
+    // (ll_sending_blocks), and an idle block costs no arrival. Padding rows to zero are slices
+    // of the same size (their scales, a few more stores, ride along).
+    const int64_t recv_slices = device::ll_recv_slices(shape.hidden, shape.scale_kind);
     const int64_t recv_blocks =
-        (context.num_ranks * max_tokens_per_rank * recv_slices + kLlNumWarps - 1) / kLlNumWarps;
+        ((context.num_ranks * max_tokens_per_rank + max_padding_rows) * recv_slices + kLlNumWarps - 1) /
+        kLlNumWarps;
     const int64_t wanted = std::max<int64_t>(1, recv_blocks);
     return static_cast<int>(std::min<int64_t>(wanted, ll_num_blocks(context, num_sms)));
 }

@@ -45,9 +45,11 @@ device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unre
 int ll_num_blocks(const LaunchContext& context, int num_sms);
 
 // Blocks of an LL dispatch on a buffer of T_ll = `max_tokens_per_rank`: one receive item per warp
-// when every source sends T_ll tokens (one block for T_ll = 1), at most ll_num_blocks.
+// when every source sends T_ll tokens and, with zero_padding, the segments hold their most padding
+// rows (`max_padding_rows`, L * (alignment - 1)); one block for T_ll = 1 without padding, at most
+// ll_num_blocks.
 int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
-                       int64_t max_tokens_per_rank);
+                       int64_t max_tokens_per_rank, int64_t max_padding_rows = 0);
 
 // The launch both LL kernels use: kLlNumWarps warps per block, cooperative (blocks wait on each
 // other's progress through the workspace), on the buffer's stream.

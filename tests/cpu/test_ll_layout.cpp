@@ -1,6 +1,7 @@
 // LL buffer sizing and the layouts of the LL signal area and data sets (no GPU needed), and every
 // LL kernel variant compiled by the JIT for sm_90a without register spills.
 #include <cstdio>
+#include <vector>
 
 #include "common/testing.hpp"
 #include "jit/jit.hpp"
@@ -112,9 +113,10 @@ SY_TEST(LlDispatchShape, RoutingMaskSizesAndGrid) {
     SY_CHECK_EQ(ll_token_mask_words(33), 2);
     // (E + R) masks of ceil(T / 32) words next to the [R] mask, [R] presence and [R + 1] starts.
     SY_CHECK_EQ(ll_dispatch_shared_bytes(2, 256, 128), 4 * (3 * 2 + 1 + (256 + 2) * 4) + 64);
-    // The receive's row offsets [R * L = E] and the experts' first rows [L + 1] (bounded by 2E + 1)
-    // need the scratch too when the masks are smaller.
-    SY_CHECK_EQ(ll_dispatch_shared_bytes(8, 256, 1), 4 * (3 * 8 + 1 + 2 * 256 + 1) + 64);
+    // The receive's row offsets [R * L = E], the experts' first rows [L + 1] and their padding
+    // starts [L + 1] need the scratch too when the masks are smaller.
+    SY_CHECK_EQ(ll_dispatch_shared_bytes(8, 256, 1), 4 * (3 * 8 + 1 + 256 + 2 * (32 + 1)) + 64);
+    SY_CHECK_EQ(ll_dispatch_shared_bytes(1, 64, 1), 4 * (3 * 1 + 1 + 64 + 2 * (64 + 1)) + 64);
     // Expert-major contiguous output: every source's T_ll tokens on up to min(K, L) local experts,
     // plus alignment - 1 rows of padding per expert.
     SY_CHECK_EQ(ll_contiguous_rows(2, 128, 8, 128, 1), int64_t(2) * 128 * 8);
@@ -136,6 +138,31 @@ SY_TEST(LlDispatchShape, RoutingMaskSizesAndGrid) {
     // Capped by the budget and by num_sms.
     SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 1024), 132);
     SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 16, shape, 128), 16);
+    // zero_padding: the segments' most padding rows too (T_ll = 1, L = 4, alignment 16: 2 + 60
+    // rows of 4 slices = 248 items -> 31 blocks).
+    SY_CHECK_EQ(launch::ll_dispatch_blocks(context, 0, shape, 1, 4 * 15), 31);
+}
+
+// zero_padding: the padding rows, numbered over the experts in order, map to exactly the rows of
+// each aligned segment past its count (empty experts and experts without padding included).
+SY_TEST(LlDispatchShape, PaddingRowsAreEachSegmentsTail) {
+    const int32_t alignment = 8;
+    const std::vector<int32_t> counts = {3, 0, 8, 1, 0, 16, 7, 9, 0};
+    const int32_t L = int32_t(counts.size());
+    std::vector<int32_t> expert_starts(L + 1, 0), padding_starts(L + 1, 0);
+    std::vector<int64_t> expected;
+    for (int32_t e = 0; e < L; ++e) {
+        const int32_t rows = int32_t(align_up(counts[e], alignment));
+        expert_starts[e + 1] = expert_starts[e] + rows;
+        padding_starts[e + 1] = padding_starts[e] + rows - counts[e];
+        for (int32_t r = counts[e]; r < rows; ++r) expected.push_back(expert_starts[e] + r);
+    }
+    SY_CHECK_EQ(int64_t(padding_starts[L]), int64_t(expected.size()));
+    for (int32_t p = 0; p < padding_starts[L]; ++p)
+        SY_CHECK_MSG(ll_padding_row(padding_starts.data(), expert_starts.data(), L, p) == expected[p],
+                     "padding row " << p << " maps to "
+                                    << ll_padding_row(padding_starts.data(), expert_starts.data(), L, p)
+                                    << ", expected " << expected[p]);
 }
 
 SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {

@@ -153,6 +153,30 @@ SY_TEST(Validation, LayoutOptions) {
     expect_invalid(a, f.context(), "quantize_format");
 }
 
+// The LL dispatch's layout options: zero_padding (like expert_alignment) needs the contiguous layout.
+SY_TEST(Validation, LowLatencyLayoutOptions) {
+    LowLatencyDispatchArgs a;
+    core::validate_ll_layout(a);  // masked, alignment 1
+    a.zero_padding = true;
+    SY_CHECK_THROWS_WITH(core::validate_ll_layout(a), InvalidArgument,
+                         "zero_padding applies to the expert-major contiguous layout only");
+    a.layout = RecvLayout::kExpertContiguous;
+    a.expert_alignment = 128;
+    core::validate_ll_layout(a);
+    a.zero_padding = false;
+    core::validate_ll_layout(a);
+    a.expert_alignment = 2048;
+    SY_CHECK_THROWS_WITH(core::validate_ll_layout(a), InvalidArgument,
+                         "expert_alignment must be in [1, 1024]");
+    a = LowLatencyDispatchArgs{};
+    a.expert_alignment = 16;
+    SY_CHECK_THROWS_WITH(core::validate_ll_layout(a), InvalidArgument,
+                         "expert_alignment applies to the expert-major contiguous layout only");
+    a = LowLatencyDispatchArgs{};
+    a.layout = RecvLayout::kRankMajor;
+    SY_CHECK_THROWS_WITH(core::validate_ll_layout(a), InvalidArgument, "kExpertMasked or kExpertContiguous");
+}
+
 SY_TEST(Validation, WrongDevice) {
     Fixture f;
     core::ValidationContext context = f.context();

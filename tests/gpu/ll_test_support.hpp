@@ -34,7 +34,9 @@ struct Case {
     Routing routing = Routing::kRandom;
     int empty_slot_per_mille = 150;  // probability of a -1 slot
     uint64_t seed = 1;
-    std::vector<bool> absent;  // ranks treated as absent by the reference (masking)
+    std::vector<bool> absent;      // ranks treated as absent by the reference (masking)
+    int contiguous_alignment = 0;  // > 0: the expert-major contiguous layout with this alignment
+    bool zero_padding = false;     // contiguous layout: padding rows zeroed, and checked to be zero
 };
 
 inline uint64_t mix(uint64_t x) {
@@ -65,14 +67,27 @@ struct Scenario {
     Case c;
     int num_ranks = 1;
     reference::Problem problem;
-    std::vector<reference::DispatchInput> inputs;  // [R]
-    reference::DispatchResult dispatched;
+    std::vector<reference::DispatchInput> inputs;         // [R]
+    reference::DispatchResult dispatched;                 // masked layout
     std::vector<reference::CombineInput> expert_outputs;  // [R]: y of every rank (masked layout)
     std::vector<reference::CombineHomeInput> home;        // [R]: combine weights
     std::vector<reference::CombineOutput> combined;       // [R]
+    // Contiguous cases: the reference dispatch in that layout (same routing and data; its padding
+    // rows are zero) and every rank's y in it (valid rows as in the masked y, other values in
+    // the rest, which the combine must not read).
+    std::vector<reference::DispatchOutput> contiguous;  // [R]
+    std::vector<std::vector<uint16_t>> contiguous_y;    // [R][capacity rows * H]
 
     int local_experts() const { return problem.local_experts(); }
     int64_t rows_per_expert() const { return int64_t(num_ranks) * c.max_tokens; }
+    bool is_contiguous() const { return c.contiguous_alignment > 0; }
+    // Rows of the GPU's dispatch output (and of the combine's y): [L, R*T_ll] masked, or the
+    // contiguous capacity.
+    int64_t output_rows() const {
+        return is_contiguous() ? device::ll_contiguous_rows(num_ranks, c.max_tokens, c.topk, local_experts(),
+                                                            c.contiguous_alignment)
+                               : int64_t(local_experts()) * rows_per_expert();
+    }
 };
 
 inline std::vector<int64_t> make_routing(std::mt19937_64& rng, const Case& c, int tokens) {
@@ -95,6 +110,31 @@ inline std::vector<int64_t> make_routing(std::mt19937_64& rng, const Case& c, in
         }
     }
     return idx;
+}
+
+// The contiguous layout of the scenario's dispatch: the reference in that layout, and y moved from
+// each valid masked row to its contiguous row (rows of both layouts are ordered by source, token).
+inline void add_contiguous_layout(Scenario& sc, const reference::DispatchOptions& masked_options) {
+    reference::DispatchOptions options = masked_options;
+    options.layout = reference::Layout::kExpertContiguous;
+    options.expert_alignment = sc.c.contiguous_alignment;
+    options.zero_padding = sc.c.zero_padding;
+    sc.contiguous = reference::dispatch(sc.problem, sc.inputs, options).outputs;
+    const size_t H = sc.c.hidden;
+    const int64_t y_rows = sc.output_rows();
+    sc.contiguous_y.resize(sc.num_ranks);
+    for (int q = 0; q < sc.num_ranks; ++q) {
+        std::vector<uint16_t>& y = sc.contiguous_y[q];
+        y.resize(size_t(y_rows) * H);
+        for (size_t i = 0; i < y.size(); ++i) y[i] = test_value(sc.c.seed + 3, 7, i / H, int(i % H));
+        const auto& offsets = sc.contiguous[q].expert_offsets;
+        const auto& counts = sc.contiguous[q].num_tokens_per_expert;
+        const auto& masked_y = sc.expert_outputs[q].y;
+        for (int e = 0; e < sc.local_experts(); ++e)
+            for (int64_t r = 0; r < counts[e]; ++r)
+                std::memcpy(y.data() + size_t(offsets[e] + r) * H,
+                            masked_y.data() + size_t(e * sc.rows_per_expert() + r) * H, sizeof(uint16_t) * H);
+    }
 }
 
 inline Scenario make_scenario(const Case& c, int num_ranks) {
@@ -144,6 +184,7 @@ inline Scenario make_scenario(const Case& c, int num_ranks) {
     combine_options.weighted = true;
     combine_options.absent_ranks = c.absent;
     sc.combined = reference::combine(sc.dispatched.routing, sc.expert_outputs, sc.home, combine_options);
+    if (sc.is_contiguous()) add_contiguous_layout(sc, options);
     return sc;
 }
 
@@ -195,9 +236,17 @@ struct RankInputs {
           idx64(size_t(cs.max_tokens) * cs.topk + 1),
           idx32(size_t(cs.max_tokens) * cs.topk + 1),
           weights(size_t(cs.max_tokens) * cs.topk + 1),
-          y(size_t(cs.experts / num_ranks) * num_ranks * cs.max_tokens * cs.hidden),
+          y(size_t(y_rows(cs, num_ranks)) * cs.hidden),
           c(cs),
           device(dev) {}
+
+    // Rows of y: the masked [L, R*T_ll], or the contiguous capacity.
+    static int64_t y_rows(const Case& cs, int num_ranks) {
+        const int32_t L = cs.experts / num_ranks;
+        return cs.contiguous_alignment > 0
+                   ? device::ll_contiguous_rows(num_ranks, cs.max_tokens, cs.topk, L, cs.contiguous_alignment)
+                   : int64_t(L) * num_ranks * cs.max_tokens;
+    }
 
     void load(const Scenario& sc, int rank, cudaStream_t stream) {
         const auto& in = sc.inputs[rank];
@@ -206,7 +255,7 @@ struct RankInputs {
         upload(idx64.data(), in.topk_idx, stream);
         upload(idx32.data(), std::vector<int32_t>(in.topk_idx.begin(), in.topk_idx.end()), stream);
         upload(weights.data(), sc.home[rank].topk_weights, stream);
-        upload(y.data(), sc.expert_outputs[rank].y, stream);
+        upload(y.data(), sc.is_contiguous() ? sc.contiguous_y[rank] : sc.expert_outputs[rank].y, stream);
     }
     TensorView x_view() const {
         return TensorView::contiguous(x.data(), DType::kBFloat16, {tokens, c.hidden}, Device::cuda(device));
@@ -221,7 +270,11 @@ struct RankInputs {
         return TensorView::contiguous(weights.data(), DType::kFloat32, {tokens, c.topk},
                                       Device::cuda(device));
     }
+    // y in the dispatch's layout: [L, R*T_ll, H] masked, [capacity rows, H] contiguous.
     TensorView y_view(int num_ranks) const {
+        if (c.contiguous_alignment > 0)
+            return TensorView::contiguous(y.data(), DType::kBFloat16, {y_rows(c, num_ranks), c.hidden},
+                                          Device::cuda(device));
         const int64_t L = c.experts / num_ranks, rows = int64_t(num_ranks) * c.max_tokens;
         return TensorView::contiguous(y.data(), DType::kBFloat16, {L, rows, c.hidden}, Device::cuda(device));
     }
@@ -232,6 +285,11 @@ struct RankInputs {
         args.num_experts = c.experts;
         args.use_fp8 = c.use_fp8;
         args.scale_format = c.format;
+        if (c.contiguous_alignment > 0) {
+            args.layout = RecvLayout::kExpertContiguous;
+            args.expert_alignment = c.contiguous_alignment;
+            args.zero_padding = c.zero_padding;
+        }
         return args;
     }
     LowLatencyCombineArgs combine_args(int num_ranks) const {
@@ -243,73 +301,74 @@ struct RankInputs {
     }
 };
 
-// Where each local expert's rows start in the output of `rank` (and, at [L], the rows used): e * R*T_ll
-// in the masked layout (`contiguous_alignment` 0), else the prefix of the counts rounded up.
-inline std::vector<int32_t> expected_expert_offsets(const Scenario& sc, int rank, int contiguous_alignment) {
-    const auto& counts = sc.dispatched.outputs[rank].num_tokens_per_expert;
-    const int L = sc.local_experts();
-    std::vector<int32_t> offsets(L + 1, 0);
-    for (int e = 0; e < L; ++e) {
-        const int64_t rows = contiguous_alignment > 0 ? (counts[e] + contiguous_alignment - 1) /
-                                                            contiguous_alignment * contiguous_alignment
-                                                      : sc.rows_per_expert();
-        offsets[e + 1] = int32_t(offsets[e] + rows);
-    }
-    return offsets;
+// Scale words per row of the case's outputs (0 for bf16).
+inline size_t expected_words(const Scenario& sc) {
+    return sc.c.use_fp8 ? size_t(reference::num_scale_words(sc.c.hidden, to_reference(sc.c.format))) : 0;
 }
 
-// Rows of the contiguous output of a scenario's buffer (its capacity).
-inline int64_t contiguous_rows(const Scenario& sc, int contiguous_alignment) {
-    return device::ll_contiguous_rows(sc.num_ranks, sc.c.max_tokens, sc.c.topk, sc.local_experts(),
-                                      contiguous_alignment);
+// Every byte of the dispatch's outputs (payload and scales) set to 0xff, the bits of an fp8 and
+// an fp32 NaN: hook mode calls this between the send and the receive half, so rows the receive
+// should write (valid rows, and padding rows with zero_padding) cannot pass by holding old values.
+inline void poison_dispatch_outputs(const LowLatencyDispatchResult& result, cudaStream_t stream) {
+    const TensorView& x = result.recv_x.view();
+    if (x.numel() > 0)
+        SY_CUDA_OK(cudaMemsetAsync(x.ptr(), 0xff, size_t(x.numel()) * x.element_size(), stream));
+    const TensorView& scales = result.handle->recv_scales_storage.view();
+    if (scales.defined() && scales.numel() > 0)
+        SY_CUDA_OK(
+            cudaMemsetAsync(scales.ptr(), 0xff, size_t(scales.numel()) * scales.element_size(), stream));
 }
 
-// The dispatch outputs of `rank` against the reference: counts and expert offsets exactly, valid
-// rows and scales bit for bit, in the masked or (`contiguous_alignment` > 0) contiguous layout.
+// The dispatch outputs of `rank` against the reference in the case's layout: counts and expert
+// offsets exactly, valid rows and their scales bit for bit and, with zero_padding, the padding
+// rows of the contiguous segments too (the reference's padding is zero). Without zero_padding the
+// padding is not checked; rows past the reference's (the capacity's tail, rows past a masked
+// expert's count) never are. The reference's row index is the GPU's in both layouts.
 inline void check_dispatch(const Scenario& sc, int rank, const LowLatencyDispatchResult& result,
-                           cudaStream_t stream, const std::string& what, int contiguous_alignment = 0) {
-    const auto& expected = sc.dispatched.outputs[rank];
+                           cudaStream_t stream, const std::string& what) {
+    const bool contiguous = sc.is_contiguous();
+    const auto& expected = contiguous ? sc.contiguous[rank] : sc.dispatched.outputs[rank];
     const int L = sc.local_experts(), H = sc.c.hidden;
-    const int64_t rows = sc.rows_per_expert();
     const auto counts = download<int32_t>(result.recv_count.view().ptr(), L, stream);
     for (int e = 0; e < L; ++e)
         SY_CHECK_MSG(counts[e] == expected.num_tokens_per_expert[e],
                      what << ": rank " << rank << " expert " << e << " count " << counts[e] << " expected "
                           << expected.num_tokens_per_expert[e]);
     const auto offsets = download<int32_t>(result.recv_expert_offsets.view().ptr(), L + 1, stream);
-    SY_CHECK_MSG(offsets == expected_expert_offsets(sc, rank, contiguous_alignment),
-                 what << ": rank " << rank << " expert offsets differ (end " << offsets[L] << ")");
-    // Output rows (capacity) and the stride between a row's scale words (column-major).
-    const int64_t out_rows = contiguous_alignment > 0 ? contiguous_rows(sc, contiguous_alignment) : L * rows;
-    const int64_t word_stride = contiguous_alignment > 0 ? out_rows : rows;
+    SY_CHECK_MSG(std::equal(offsets.begin(), offsets.end(), expected.expert_offsets.begin()),
+                 what << ": rank " << rank << " expert offsets differ (end " << offsets[L] << ", expected "
+                      << expected.expert_offsets[L] << ")");
+    // Column-major scales: word w of a row one column after word w - 1; masked per expert
+    // [words][R*T_ll], contiguous [words][capacity rows].
+    const int64_t out_rows = sc.output_rows(), rows = sc.rows_per_expert();
+    const size_t words = expected_words(sc);
+    auto scale_index = [&](int64_t row, size_t word) {
+        return contiguous ? row + int64_t(word) * out_rows
+                          : (row / rows) * int64_t(words) * rows + row % rows + int64_t(word) * rows;
+    };
     const size_t element = sc.c.use_fp8 ? 1 : 2;
     const auto x = download<uint8_t>(result.recv_x.view().ptr(), size_t(out_rows) * H * element, stream);
-    const size_t words = sc.c.use_fp8 ? reference::num_scale_words(H, to_reference(sc.c.format)) : 0;
     std::vector<uint32_t> scales;
     if (words) scales = download<uint32_t>(result.recv_scales.view().ptr(), size_t(out_rows) * words, stream);
-    for (int e = 0; e < L; ++e) {
-        for (int64_t r = 0; r < expected.num_tokens_per_expert[e]; ++r) {
-            const int64_t row = e * rows + r;  // the reference's (masked) row
-            const int64_t out_row = offsets[e] + r;
-            // Scale word 0 of the row: masked [L][words][rows], contiguous [words][out_rows].
-            const int64_t scale_base = contiguous_alignment > 0 ? out_row : int64_t(e) * words * rows + r;
-            const uint8_t* got = x.data() + size_t(out_row) * H * element;
-            const uint8_t* want =
-                sc.c.use_fp8 ? expected.x_fp8.data() + size_t(row) * H
-                             : reinterpret_cast<const uint8_t*>(expected.x_bf16.data() + size_t(row) * H);
-            if (std::memcmp(got, want, size_t(H) * element) != 0) {
-                size_t first = 0;
-                while (got[first] == want[first]) ++first;
-                SY_CHECK_MSG(false, what << ": rank " << rank << " expert " << e << " row " << r
-                                         << " (from rank " << expected.sources[row].rank << " token "
-                                         << expected.sources[row].token << ") differs at byte " << first
-                                         << ": " << int(got[first]) << " vs " << int(want[first]));
-            }
-            for (size_t w = 0; w < words; ++w)
-                SY_CHECK_MSG(
-                    scales[scale_base + w * word_stride] == expected.scales[size_t(row) * words + w],
-                    what << ": rank " << rank << " expert " << e << " row " << r << " scale word " << w);
+    const uint8_t* want_x =
+        sc.c.use_fp8 ? expected.x_fp8.data() : reinterpret_cast<const uint8_t*>(expected.x_bf16.data());
+    for (int64_t row = 0; row < expected.num_rows; ++row) {
+        const reference::RowSource& source = expected.sources[row];
+        if (source.rank < 0 && !(contiguous && sc.c.zero_padding)) continue;
+        const std::string where = source.rank >= 0 ? " (from rank " + std::to_string(source.rank) +
+                                                         " token " + std::to_string(source.token) + ")"
+                                                   : " (padding)";
+        const uint8_t* got = x.data() + size_t(row) * H * element;
+        const uint8_t* want = want_x + size_t(row) * H * element;
+        if (std::memcmp(got, want, size_t(H) * element) != 0) {
+            size_t first = 0;
+            while (got[first] == want[first]) ++first;
+            SY_CHECK_MSG(false, what << ": rank " << rank << " row " << row << where << " differs at byte "
+                                     << first << ": " << int(got[first]) << " vs " << int(want[first]));
         }
+        for (size_t w = 0; w < words; ++w)
+            SY_CHECK_MSG(scales[scale_index(row, w)] == expected.scales[size_t(row) * words + w],
+                         what << ": rank " << rank << " row " << row << where << " scale word " << w);
     }
 }
 
@@ -328,7 +387,9 @@ inline std::string describe(const Case& c) {
     return "hidden " + std::to_string(c.hidden) + " top-" + std::to_string(c.topk) + " E " +
            std::to_string(c.experts) +
            (c.use_fp8 ? (c.format == ScaleFormat::kUE8M0 ? " fp8/ue8m0" : " fp8/fp32") : " bf16") +
-           (c.index_int64 ? " int64" : " int32") + (c.routing == Routing::kOneExpert ? " one-expert" : "");
+           (c.index_int64 ? " int64" : " int32") + (c.routing == Routing::kOneExpert ? " one-expert" : "") +
+           (c.contiguous_alignment > 0 ? " contiguous/" + std::to_string(c.contiguous_alignment) : "") +
+           (c.zero_padding ? " zero-padding" : "");
 }
 
 }  // namespace switchyard::testing::ll

@@ -1,9 +1,10 @@
 // Low-latency dispatch and combine against the CPU reference (weighted combine), bit for bit, for
 // EP 1/2/4/8: hidden 2048..8192 (incl. 2560, 7168), top-k 1..9, tokens 0, 1, odd and T_ll, all
 // tokens to one expert, -1 slots, fp8 with fp32 or UE8M0 scales and bf16, int32 and int64 ids, the
-// masked and the expert-major contiguous layout (alignments 1, 8, 16), hook mode, caller-provided
-// out, zero-copy combine input and the statistics.
+// masked and the expert-major contiguous layout (alignments 1, 8, 16, 128; padding rows zeroed
+// or not), hook mode, caller-provided out, zero-copy combine input and the statistics.
 #include <cstdio>
+#include <functional>
 
 #include "ll_test_support.hpp"
 
@@ -13,12 +14,13 @@ using namespace switchyard::testing::ll;
 
 namespace {
 
+// How a round runs (the case says its layout). Hook rounds set every output byte to 0xff between
+// the send and the receive half (poison_dispatch_outputs): the receive must write what is checked.
 struct Options {
     bool hook = false;
     bool caller_out = false;
     bool zero_copy = false;
     bool stats = false;
-    int contiguous_alignment = 0;  // > 0: the expert-major contiguous layout with this alignment
 };
 
 // Per-rank device scratch of the rounds, allocated once before the first op. Nothing may be
@@ -29,12 +31,8 @@ struct RoundScratch {
     DeviceArray<int32_t> expert_stats;
     DeviceArray<int64_t> wait_stats;
     DeviceArray<uint16_t> out;
-    DeviceArray<uint16_t> contiguous_y;  // y in the contiguous layout (contiguous rounds)
-    RoundScratch(int max_local_experts, int num_ranks, size_t out_elements, size_t contiguous_y_elements = 1)
-        : expert_stats(max_local_experts),
-          wait_stats(num_ranks),
-          out(out_elements),
-          contiguous_y(contiguous_y_elements) {}
+    RoundScratch(int max_local_experts, int num_ranks, size_t out_elements)
+        : expert_stats(max_local_experts), wait_stats(num_ranks), out(out_elements) {}
 };
 
 // One rank of a two-rank case: its buffer, inputs and round scratch, all allocated before the
@@ -65,10 +63,6 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
 
     LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
     dispatch.return_recv_hook = options.hook;
-    if (options.contiguous_alignment > 0) {
-        dispatch.layout = RecvLayout::kExpertContiguous;
-        dispatch.expert_alignment = options.contiguous_alignment;
-    }
     if (options.stats) {
         dispatch.cumulative_local_expert_recv_stats =
             TensorView::contiguous(expert_stats.data(), DType::kInt32, {L}, Device::cuda(env.device));
@@ -77,10 +71,13 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     }
     LowLatencyDispatchResult dispatched = buffer.ll_dispatch(dispatch, env.stream);
     SY_CHECK_EQ(bool(dispatched.receive), options.hook);
-    if (options.hook) dispatched.receive();
+    if (options.hook) {
+        poison_dispatch_outputs(dispatched, env.stream);
+        dispatched.receive();
+    }
     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
-    check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch", options.contiguous_alignment);
+    check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch");
     if (options.stats) {
         const auto stats = download<int32_t>(expert_stats.data(), L, env.stream);
         for (int e = 0; e < L; ++e)
@@ -95,26 +92,6 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     if (options.caller_out)
         combine.out = TensorView::contiguous(out.data(), DType::kBFloat16, {inputs.tokens, sc.c.hidden},
                                              Device::cuda(env.device));
-    if (options.contiguous_alignment > 0) {
-        // y in the contiguous layout: each valid row where the dispatch put it, other values
-        // (padding, rows past the counts) that must not be read.
-        const int64_t y_rows = contiguous_rows(sc, options.contiguous_alignment);
-        SY_CHECK(scratch.contiguous_y.size() >= size_t(y_rows) * sc.c.hidden);
-        const auto offsets = expected_expert_offsets(sc, env.rank, options.contiguous_alignment);
-        const auto& counts = sc.dispatched.outputs[env.rank].num_tokens_per_expert;
-        const auto& masked_y = sc.expert_outputs[env.rank].y;
-        std::vector<uint16_t> y(size_t(y_rows) * sc.c.hidden);
-        for (size_t i = 0; i < y.size(); ++i)
-            y[i] = test_value(sc.c.seed + 3, 7, i / sc.c.hidden, int(i % sc.c.hidden));
-        for (int e = 0; e < L; ++e)
-            for (int64_t r = 0; r < counts[e]; ++r)
-                std::memcpy(y.data() + size_t(offsets[e] + r) * sc.c.hidden,
-                            masked_y.data() + size_t(e * sc.rows_per_expert() + r) * sc.c.hidden,
-                            sizeof(uint16_t) * sc.c.hidden);
-        upload(scratch.contiguous_y.data(), y, env.stream);
-        combine.y = TensorView::contiguous(scratch.contiguous_y.data(), DType::kBFloat16,
-                                           {y_rows, sc.c.hidden}, Device::cuda(env.device));
-    }
     if (options.zero_copy) {
         const TensorView area = buffer.ll_combine_input(*dispatched.handle);
         SY_CUDA_OK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2, cudaMemcpyDeviceToDevice,
@@ -135,19 +112,20 @@ std::vector<Case> main_cases() {
     Case a;  // DeepSeek-like hidden, fp32 scales, T_ll tokens everywhere
     a.hidden = 7168, a.topk = 8, a.experts = 32, a.seed = 11;
     cases.push_back(a);
-    Case b;  // 2560, top-9, UE8M0, int32 ids, tokens 1 / 0 / odd / T_ll
+    Case b;  // 2560, top-9, UE8M0, int32 ids, tokens 1 / 0 / odd / T_ll; contiguous, padding unchecked
     b.hidden = 2560, b.topk = 9, b.experts = 32, b.format = ScaleFormat::kUE8M0, b.index_int64 = false,
-    b.tokens = {1, 0, 17, 32}, b.seed = 12;
+    b.tokens = {1, 0, 17, 32}, b.seed = 12, b.contiguous_alignment = 16;
     cases.push_back(b);
     Case c;  // bf16 passthrough, top-1
     c.hidden = 2048, c.topk = 1, c.experts = 16, c.use_fp8 = false, c.tokens = {32, 5, 0, 1}, c.seed = 13;
     cases.push_back(c);
-    Case d;  // all tokens to one expert, 8192
-    d.hidden = 8192, d.topk = 4, d.experts = 32, d.routing = Routing::kOneExpert, d.seed = 14;
+    Case d;  // all tokens to one expert, 8192; contiguous without padding
+    d.hidden = 8192, d.topk = 4, d.experts = 32, d.routing = Routing::kOneExpert, d.seed = 14,
+    d.contiguous_alignment = 1;
     cases.push_back(d);
-    Case e;  // many -1 slots, UE8M0 at 4096, top-2
+    Case e;  // many -1 slots, UE8M0 at 4096, top-2; contiguous, padding unchecked
     e.hidden = 4096, e.topk = 2, e.experts = 64, e.format = ScaleFormat::kUE8M0, e.empty_slot_per_mille = 500,
-    e.seed = 15;
+    e.seed = 15, e.contiguous_alignment = 8;
     cases.push_back(e);
     Case f;  // no tokens anywhere
     f.hidden = 2048, f.topk = 3, f.experts = 16, f.tokens = {0}, f.seed = 16;
@@ -155,11 +133,36 @@ std::vector<Case> main_cases() {
     return cases;
 }
 
-}  // namespace
+// The contiguous layout with zero_padding: alignments 128 (more padding than rows), 16, 8 and 64,
+// fp8 with fp32 and UE8M0 scales and bf16, a hidden size with a partial scale block, tokens
+// 0 / 1 / odd / T_ll, all tokens to one expert, no tokens anywhere.
+std::vector<Case> zero_padding_cases() {
+    std::vector<Case> cases;
+    Case a;  // DeepSeek-like hidden, fp32 scales
+    a.hidden = 7168, a.topk = 8, a.experts = 32, a.seed = 51, a.contiguous_alignment = 128;
+    cases.push_back(a);
+    Case b;  // UE8M0, top-9, int32 ids, uneven tokens
+    b.hidden = 2560, b.topk = 9, b.experts = 32, b.format = ScaleFormat::kUE8M0, b.index_int64 = false,
+    b.tokens = {1, 0, 17, 32}, b.seed = 52, b.contiguous_alignment = 16;
+    cases.push_back(b);
+    Case c;  // bf16 passthrough, top-1
+    c.hidden = 2048, c.topk = 1, c.experts = 16, c.use_fp8 = false, c.tokens = {32, 5, 0, 1}, c.seed = 53,
+    c.contiguous_alignment = 8;
+    cases.push_back(c);
+    Case d;  // all tokens to one expert; 17 fp32 scale words (a partial block)
+    d.hidden = 2064, d.topk = 4, d.experts = 32, d.routing = Routing::kOneExpert, d.seed = 54,
+    d.contiguous_alignment = 64;
+    cases.push_back(d);
+    Case e;  // no tokens anywhere: no rows, no padding
+    e.hidden = 2048, e.topk = 3, e.experts = 16, e.tokens = {0}, e.seed = 55, e.contiguous_alignment = 16;
+    cases.push_back(e);
+    for (Case& z : cases) z.zero_padding = true;
+    return cases;
+}
 
-SY_TEST(LowLatency, DispatchCombineMatchReference) {
-    require_gpus(1);
-    const auto cases = main_cases();
+// One round per case, in order, on every standard rank configuration, with options_of(case
+// index). All device memory and every case's kernels are set up before any rank's first op.
+void run_cases(const std::vector<Case>& cases, const std::function<Options(size_t)>& options_of) {
     for (const RankConfig& rc : standard_rank_configs()) {
         std::printf("  %s\n", rc.name().c_str());
         std::vector<Scenario> scenarios;
@@ -178,16 +181,7 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
                 max_local_experts = std::max(max_local_experts, c.experts / rc.ranks);
                 max_tokens = std::max(max_tokens, c.max_tokens);
             }
-            // Contiguous rounds: cases 1, 3 and 4 (not the zero-copy ones), alignments 16, 1, 8.
-            auto alignment_of = [](size_t i) { return i == 1 ? 16 : i == 3 ? 1 : i == 4 ? 8 : 0; };
-            size_t contiguous_y = 1;
-            for (size_t i = 0; i < cases.size(); ++i)
-                if (alignment_of(i) > 0)
-                    contiguous_y = std::max<size_t>(
-                        contiguous_y,
-                        size_t(contiguous_rows(scenarios[i], alignment_of(i))) * cases[i].hidden);
-            RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden,
-                                 contiguous_y);
+            RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden);
             // Every case's kernels (both halves and each half) are loaded before any rank's first
             // op: with co-located ranks a load while a peer's kernel waits stalls (design notes §2,
             // rule 9).
@@ -195,21 +189,41 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
             SY_CUDA_OK(cudaDeviceSynchronize());
             env.communicator->barrier(std::chrono::seconds(60));
             for (size_t i = 0; i < cases.size(); ++i) {
-                RankInputs& inputs = all_inputs[i];
-                Options options;
-                options.hook = i % 2 == 1;
-                options.caller_out = i % 3 == 1;
-                options.zero_copy = i % 3 == 2;
-                options.stats = i == 0;
-                options.contiguous_alignment = alignment_of(i);
-                run_round(buffer, env, scenarios[i], inputs, scratch, options,
-                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : "") +
-                              (options.contiguous_alignment > 0
-                                   ? " contiguous/" + std::to_string(options.contiguous_alignment)
-                                   : ""));
+                const Options options = options_of(i);
+                run_round(buffer, env, scenarios[i], all_inputs[i], scratch, options,
+                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : ""));
             }
         });
     }
+}
+
+}  // namespace
+
+SY_TEST(LowLatency, DispatchCombineMatchReference) {
+    require_gpus(1);
+    // Cases 1, 3 and 4 are contiguous (not zero-copy: that needs the masked layout).
+    run_cases(main_cases(), [](size_t i) {
+        Options options;
+        options.hook = i % 2 == 1;
+        options.caller_out = i % 3 == 1;
+        options.zero_copy = i % 3 == 2;
+        options.stats = i == 0;
+        return options;
+    });
+}
+
+// zero_padding: the padding rows of every contiguous segment are zero, bit for bit, in payload
+// and scales. Hook rounds (cases 0, 2 and 4) poison the outputs between the halves, so a padding
+// row the receive half did not zero fails.
+SY_TEST(LowLatency, ContiguousZeroPadding) {
+    require_gpus(1);
+    run_cases(zero_padding_cases(), [](size_t i) {
+        Options options;
+        options.hook = i % 2 == 0;
+        options.caller_out = i % 2 == 1;
+        options.stats = i == 1;
+        return options;
+    });
 }
 
 // Alternate configurations launch on the caller's stream (BufferConfig::launch_on_caller_stream).
@@ -332,6 +346,10 @@ SY_TEST(LowLatency, RejectsBadArguments) {
         args = inputs.dispatch_args();
         args.x.dtype = DType::kFloat32;
         SY_CHECK_THROWS_WITH(buffer.ll_dispatch(args, env.stream), InvalidArgument, "x must be bf16");
+        args = inputs.dispatch_args();
+        args.zero_padding = true;  // the masked layout has no padding rows
+        SY_CHECK_THROWS_WITH(buffer.ll_dispatch(args, env.stream), InvalidArgument,
+                             "zero_padding applies to the expert-major contiguous layout only");
         SY_CHECK_THROWS_WITH(buffer.ll_combine(inputs.combine_args(1), nullptr, env.stream), InvalidArgument,
                              "handle");
     });

@@ -1,7 +1,8 @@
 // Low-latency ops under CUDA-graph capture and replay (plain and hook mode, new data in the same
-// input buffers every replay), masking of a rank that stops taking part, a timeout without
-// masking (TimeoutError, then a collective reset), and a 1,000-iteration soak with routing that
-// changes every iteration. Every output is compared with the CPU reference.
+// input buffers every replay; the masked layout, and the contiguous one with zero_padding),
+// masking of a rank that stops taking part, a timeout without masking (TimeoutError, then a
+// collective reset), and a 1,000-iteration soak with routing that changes every iteration. Every
+// output is compared with the CPU reference.
 #include <cstdio>
 
 #include "common/workspace_dump.hpp"
@@ -53,15 +54,13 @@ void load_kernels(Buffer& buffer, RankInputs& inputs, const std::vector<Case>& c
     inputs.c = kept;
 }
 
-}  // namespace
-
-SY_TEST(LowLatency, CudaGraphReplay) {
-    require_gpus(1);
+// Captures one round of `c`'s shape (plain and hook mode) and replays it with 4 new scenarios.
+// Before each replay the captured outputs are set to 0xff: the replay must write every checked
+// byte (valid rows and, with zero_padding, the contiguous padding) from device-side counts.
+void check_graph_replay(Case c) {
     for (const RankConfig& rc : standard_rank_configs()) {
         if (rc.ranks == 1) continue;
-        std::printf("  %s\n", rc.name().c_str());
-        Case c;
-        c.hidden = 2560, c.topk = 8, c.experts = 32;
+        std::printf("  %s %s\n", rc.name().c_str(), describe(c).c_str());
         std::vector<Scenario> scenarios;
         for (int i = 0; i < 5; ++i) {
             c.seed = 31 + i;
@@ -93,6 +92,7 @@ SY_TEST(LowLatency, CudaGraphReplay) {
                     env.communicator->barrier(std::chrono::seconds(60));
                     for (int i = 1; i < 5; ++i) {
                         inputs.load(scenarios[i], env.rank, env.stream);
+                        poison_dispatch_outputs(captured.dispatched, env.stream);
                         SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
                         check_round(buffer, env, scenarios[i], captured,
                                     mode + " replay " + std::to_string(i));
@@ -106,6 +106,24 @@ SY_TEST(LowLatency, CudaGraphReplay) {
             });
         });
     }
+}
+
+}  // namespace
+
+SY_TEST(LowLatency, CudaGraphReplay) {
+    require_gpus(1);
+    Case c;
+    c.hidden = 2560, c.topk = 8, c.experts = 32;
+    check_graph_replay(c);
+}
+
+// The contiguous layout with zero_padding under capture: the padding's extent comes from the
+// device-side counts of each replay (alignment 32: at EP2, more padding rows than real ones).
+SY_TEST(LowLatency, CudaGraphReplayContiguousZeroPadding) {
+    require_gpus(1);
+    Case c;
+    c.hidden = 2560, c.topk = 8, c.experts = 32, c.contiguous_alignment = 32, c.zero_padding = true;
+    check_graph_replay(c);
 }
 
 SY_TEST(LowLatency, MasksUnresponsiveRank) {

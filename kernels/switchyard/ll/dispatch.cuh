@@ -14,7 +14,9 @@
 // Receive (every block): wait for every source's arrivals; from the headers compute where each
 // source's rows of each local expert start (sources ascending, so rows are ordered by source then
 // token, bit-reproducibly); then warps copy each arrived record into the rows of the experts it
-// names, scales column-major, and note (source, token, k) of every row for the combine.
+// names, scales column-major, and note (source, token, k) of every row for the combine. With
+// zero_padding (contiguous layout), the same warps also zero the padding rows of every expert's
+// aligned segment, from the offsets every block computes: no extra synchronization.
 //
 // Invalid expert ids (outside [-1, E)) are treated as -1 and reported as invalid routing by block 0
 // after its arrivals, and a repeated expert within one token counts once, so every rank still
@@ -50,6 +52,7 @@ struct LlDispatchArgs {
     int32_t* recv_expert_offsets;  // [L + 1]: first row of each expert, then the end
     int32_t expert_alignment;      // contiguous layout: expert starts are multiples; 0 = masked
     int64_t recv_rows;             // contiguous layout: rows of recv_x (its capacity)
+    int32_t zero_padding;          // contiguous layout: zero the segments' padding rows and their scales
     int32_t* recv_source;          // [L, R*T_ll]: ll_pack_source(s, t, k) of each valid row
     int32_t* cumulative_local_expert_recv_stats;  // optional [L]
     int64_t* wait_time_stats;                     // optional [R]
@@ -62,10 +65,12 @@ SY_HOST_DEVICE int32_t ll_token_mask_words(int32_t num_tokens) {
 
 // Dynamic shared memory of the dispatch kernel: mask, presence and item starts, then a scratch
 // area that holds the routing masks [(E + R) masks] while sending and, after, the receive row
-// offsets [R * L] followed by the experts' first rows [L + 1] (bounded by 2E + 1 words).
+// offsets [R * L = E] followed by the experts' first rows [L + 1] and the padding rows before
+// each expert [L + 1] (zero_padding).
 SY_HOST_DEVICE int64_t ll_dispatch_shared_bytes(int32_t num_ranks, int32_t num_experts, int32_t num_tokens) {
     const int64_t masks = (int64_t(num_experts) + num_ranks) * ll_token_mask_words(num_tokens);
-    return 4 * (3 * int64_t(num_ranks) + 1 + max64(masks, 2 * int64_t(num_experts) + 1)) + 64;
+    const int64_t receive = int64_t(num_experts) + 2 * (int64_t(num_experts) / num_ranks + 1);
+    return 4 * (3 * int64_t(num_ranks) + 1 + max64(masks, receive)) + 64;
 }
 
 // Rows of an expert-major contiguous output on a buffer of T_ll tokens per rank: every source's
@@ -85,6 +90,37 @@ constexpr int kLlSendStepsPerSlice = 4;
 constexpr int kLlRecvStepsPerSlice = 4;
 SY_HOST_DEVICE constexpr int ll_send_slices(int hidden) {
     return ((hidden + 255) / 256 + kLlSendStepsPerSlice - 1) / kLlSendStepsPerSlice;
+}
+// Bytes of a received row's payload (fp8, or bf16 without scales), its receive slices and its
+// scale words (fp32, or UE8M0 bytes packed four per word).
+SY_HOST_DEVICE constexpr int64_t ll_payload_bytes(int hidden, int scale_kind) {
+    return scale_kind == kScaleNone ? int64_t(hidden) * 2 : hidden;
+}
+SY_HOST_DEVICE constexpr int ll_recv_slices(int hidden, int scale_kind) {
+    return int(((ll_payload_bytes(hidden, scale_kind) + 511) / 512 + kLlRecvStepsPerSlice - 1) /
+               kLlRecvStepsPerSlice);
+}
+SY_HOST_DEVICE constexpr int ll_scale_words(int hidden, int scale_kind) {
+    return scale_kind == kScaleNone      ? 0
+           : scale_kind == kScaleFloat32 ? (hidden + 127) / 128
+                                         : (hidden + 511) / 512;
+}
+
+// Padding rows (zero_padding, contiguous layout): the rows of each expert's aligned segment past
+// its count, numbered over all experts in order. `padding_starts` [L + 1]: the padding rows of the
+// experts before e, then of all. The output row of padding row p: expert e's padding rows end its
+// segment, at expert_starts[e + 1].
+SY_HOST_DEVICE int64_t ll_padding_row(const int32_t* padding_starts, const int32_t* expert_starts, int32_t L,
+                                      int32_t p) {
+    int32_t first = 0, last = L;  // binary search: the last expert whose padding starts at or before p
+    while (last - first > 1) {
+        const int32_t middle = (first + last) / 2;
+        if (padding_starts[middle] <= p)
+            first = middle;
+        else
+            last = middle;
+    }
+    return int64_t(expert_starts[first + 1]) - (padding_starts[first + 1] - p);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -348,7 +384,7 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
     const uint8_t* record = buffer.set_layout.record(set_base, source, slot, layout.total_bytes);
-    constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
+    constexpr int64_t kPayloadBytes = ll_payload_bytes(kHidden, kScaleKind);
     // The slice's payload is loaded before the metadata that says where it goes: both loads are
     // then in flight together.
     const auto data =
@@ -378,7 +414,7 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     __syncwarp();
     if (slice != 0) return;
     if constexpr (kScaleKind != kScaleNone) {
-        constexpr int kWords = kScaleKind == kScaleFloat32 ? (kHidden + 127) / 128 : (kHidden + 511) / 512;
+        constexpr int kWords = ll_scale_words(kHidden, kScaleKind);
         const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + layout.scale_offset);
         // Column-major scales: word w of a row sits `word_stride` after word w - 1; masked: per
         // expert [words][R*T_ll], contiguous: [words][recv_rows].
@@ -393,6 +429,39 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
                 if (active) args.recv_scales[base + word * word_stride] = value;
             }
         }
+    }
+}
+
+// Items of the padding: a payload item per (padding row, receive slice), as the records' items;
+// then, with scales, a scale item per 32 padding rows, a lane per row: the scales are
+// column-major, so a warp's stores to one column land on consecutive rows.
+template <int kHidden, int kScaleKind>
+SY_DEVICE int32_t padding_items(int32_t padding_rows) {
+    const int32_t scale_items = kScaleKind == kScaleNone ? 0 : (padding_rows + 31) / 32;
+    return padding_rows * ll_recv_slices(kHidden, kScaleKind) + scale_items;
+}
+
+template <int kHidden, int kScaleKind>
+SY_DEVICE void zero_padding_item(const LlDispatchArgs& args, int32_t item, const int32_t* padding_starts,
+                                 const int32_t* expert_starts) {
+    const uint32_t lane = ptx::lane_id();
+    const int32_t L = args.local_experts, padding_rows = padding_starts[L];
+    constexpr int64_t kPayloadBytes = ll_payload_bytes(kHidden, kScaleKind);
+    constexpr int kSlices = ll_recv_slices(kHidden, kScaleKind);
+    if (item < padding_rows * kSlices) {
+        const int64_t row = ll_padding_row(padding_starts, expert_starts, L, item / kSlices);
+        ll_store_slice<kLlRecvStepsPerSlice, kPayloadBytes>(
+            static_cast<uint8_t*>(args.recv_x) + row * kPayloadBytes, item % kSlices, lane,
+            LlSlice<kLlRecvStepsPerSlice>{});
+        return;
+    }
+    if constexpr (kScaleKind != kScaleNone) {
+        const int32_t p = (item - padding_rows * kSlices) * 32 + int32_t(lane);
+        if (p >= padding_rows) return;
+        const int64_t row = ll_padding_row(padding_starts, expert_starts, L, p);
+        constexpr int kWords = ll_scale_words(kHidden, kScaleKind);
+#pragma unroll 4
+        for (int word = 0; word < kWords; ++word) args.recv_scales[row + word * args.recv_rows] = 0u;
     }
 }
 
@@ -413,6 +482,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     int32_t* item_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [R + 1]
     int32_t* scratch = item_starts + R + 1;    // routing masks, then row offsets (ll_dispatch_shared_bytes)
     int32_t* expert_starts = scratch + R * L;  // [L + 1], receive half (after the row offsets)
+    int32_t* padding_starts = expert_starts + L + 1;  // [L + 1], receive half with zero_padding
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
@@ -503,32 +573,49 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             const uint32_t lane = ptx::lane_id();
             const int32_t alignment = args.expert_alignment;
             const int64_t rows_per_expert = int64_t(R) * buffer.set_layout.max_tokens;
-            int64_t running = 0;
+            int64_t running = 0, padding_running = 0;
             for (int base = 0; base < L; base += 32) {
                 const int e = base + int(lane);
-                const int64_t rows = e < L && alignment > 0 ? align_up(expert_starts[e], alignment) : 0;
+                const int64_t count = e < L ? expert_starts[e] : 0;
+                const int64_t rows = e < L && alignment > 0 ? align_up(count, alignment) : 0;
                 const int64_t inclusive = warp_inclusive_sum(rows);
                 if (e < L)
                     expert_starts[e] =
                         int32_t(alignment > 0 ? running + inclusive - rows : e * rows_per_expert);
                 running += __shfl_sync(0xffffffffu, inclusive, 31);
+                if (args.zero_padding) {  // the same scan over each segment's padding rows
+                    const int64_t padding = rows - count;
+                    const int64_t padding_inclusive = warp_inclusive_sum(padding);
+                    if (e < L) padding_starts[e] = int32_t(padding_running + padding_inclusive - padding);
+                    padding_running += __shfl_sync(0xffffffffu, padding_inclusive, 31);
+                }
             }
             if (lane == 0) expert_starts[L] = int32_t(alignment > 0 ? running : L * rows_per_expert);
+            if (lane == 0 && args.zero_padding) padding_starts[L] = int32_t(padding_running);
             __syncwarp();
             if (blockIdx.x == 0 && args.recv_expert_offsets)
                 for (int e = int(lane); e <= L; e += 32) args.recv_expert_offsets[e] = expert_starts[e];
         }
         __syncthreads();
         ll_trace(buffer, 7);
-        constexpr int64_t kPayloadBytes = kScaleKind == kScaleNone ? int64_t(kHidden) * 2 : kHidden;
-        constexpr int kRecvSlices =
-            int(((kPayloadBytes + 511) / 512 + kLlRecvStepsPerSlice - 1) / kLlRecvStepsPerSlice);
-        for (int32_t item = global_warp; item < item_starts[R] * kRecvSlices; item += num_warps) {
-            const int32_t record = item / kRecvSlices;
+        constexpr int kRecvSlices = ll_recv_slices(kHidden, kScaleKind);
+        // One sequence of work items over the grid's warps: the padding's (zero_padding only) and
+        // then the records' slices. Padding items are stores only, which leave the warp at once, so
+        // the loads of the record items that follow overlap them.
+        const int32_t padding_items =
+            args.zero_padding ? ll_dispatch_detail::padding_items<kHidden, kScaleKind>(padding_starts[L]) : 0;
+        const int32_t items = padding_items + item_starts[R] * kRecvSlices;
+        int32_t item = global_warp;
+        for (; item < padding_items; item += num_warps)
+            ll_dispatch_detail::zero_padding_item<kHidden, kScaleKind>(args, item, padding_starts,
+                                                                       expert_starts);
+        for (; item < items; item += num_warps) {
+            const int32_t record_item = item - padding_items;
+            const int32_t record = record_item / kRecvSlices;
             int32_t source = 0;
             while (item_starts[source + 1] <= record) ++source;
             ll_dispatch_detail::receive_record<kHidden, kTopk, kScaleKind>(
-                args, set_base, source, record - item_starts[source], item % kRecvSlices, scratch,
+                args, set_base, source, record - item_starts[source], record_item % kRecvSlices, scratch,
                 expert_starts);
         }
         ll_trace(buffer, 8);
