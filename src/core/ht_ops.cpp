@@ -83,8 +83,9 @@ uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
         impl.ht_trace_device = slots.device;
     }
     static const char* const kDispatchNames[device::kHtDispatchMarks] = {
-        "start",   "layout end", "dispatch start", "layout done", "counts in", "sent", "signalled",
-        "rows in", "end",        "receive start",  "receive end"};
+        "start",          "layout end",  "layout loaded", "layout published", "layout looked back",
+        "dispatch start", "layout done", "notified",      "counts in",        "sent",
+        "signalled",      "rows in",     "end",           "receive start",    "receive end"};
     static const char* const kCombineNames[device::kHtCombineMarks] = {
         "start", "entered", "senders done", "publisher done", "reduce done", "end"};
     const bool dispatch = op == HtTracedOp::kDispatch;

@@ -102,17 +102,29 @@ struct NoTimeoutDetails {
     SY_DEVICE void operator()(ErrorDetails&) const {}
 };
 
-// Spins until `ready(value)` holds for value = ld.acquire.sys(*address). Returns false on timeout
-// (after reporting it, with `details` filling the record's detail words) or when another
-// thread has poisoned the buffer.
-template <typename Ready, typename Details = NoTimeoutDetails>
+// The scope of a waited-for signal: another GPU or the host may write it (system), or only this
+// GPU's threads (gpu: a cheaper acquire).
+enum class SignalScope { kSystem, kGpu };
+
+template <SignalScope kScope>
+SY_DEVICE uint64_t load_signal(const uint64_t* address) {
+    if constexpr (kScope == SignalScope::kGpu)
+        return ptx::ld_acquire_gpu(address);
+    else
+        return ptx::ld_acquire_sys(address);
+}
+
+// Spins until `ready(value)` holds for value = an acquire load of *address at kScope. Returns
+// false on timeout (after reporting it, with `details` filling the record's detail words) or when
+// another thread has poisoned the buffer.
+template <SignalScope kScope = SignalScope::kSystem, typename Ready, typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostics& diagnostics, int32_t phase,
                           int32_t peer, uint64_t expected, Details details = {}) {
-    uint64_t value = ptx::ld_acquire_sys(address);
+    uint64_t value = load_signal<kScope>(address);
     if (ready(value)) return true;
     const uint64_t start = ptx::globaltimer_ns();
     for (uint32_t spin = 1;; ++spin) {
-        value = ptx::ld_acquire_sys(address);
+        value = load_signal<kScope>(address);
         if (ready(value)) return true;
         if ((spin & 63u) == 0) {
             if (is_poisoned(diagnostics)) return false;
@@ -128,10 +140,10 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
 }
 
 // The common case: a monotone 64-bit signal that must reach `target`.
-template <typename Details = NoTimeoutDetails>
+template <SignalScope kScope = SignalScope::kSystem, typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
                              int32_t phase, int32_t peer, Details details = {}) {
-    return wait_until(
+    return wait_until<kScope>(
         address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target,
         details);
 }

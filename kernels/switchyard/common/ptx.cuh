@@ -59,6 +59,14 @@ SY_DEVICE uint32_t ld_acquire_sys(const uint32_t* address) {
     return value;
 }
 
+// GPU scope: for flags that only this GPU's threads read and write (cheaper than system scope,
+// whose release waits for this thread's writes to reach peers and the host).
+SY_DEVICE uint64_t ld_acquire_gpu(const uint64_t* address) {
+    uint64_t value;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
+    return value;
+}
+
 SY_DEVICE uint64_t ld_relaxed_sys(const uint64_t* address) {
     uint64_t value;
     asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
@@ -79,6 +87,10 @@ SY_DEVICE uint32_t ld_relaxed_gpu(const uint32_t* address) {
 
 SY_DEVICE void st_release_sys(uint64_t* address, uint64_t value) {
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
+}
+
+SY_DEVICE void st_release_gpu(uint64_t* address, uint64_t value) {
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
 SY_DEVICE void st_relaxed_sys(uint64_t* address, uint64_t value) {

@@ -10,7 +10,7 @@
 
 namespace switchyard::device {
 
-constexpr int32_t kHtTraceMaxMarks = 12;  // marks of the longest HT op timeline (dispatch: 11)
+constexpr int32_t kHtTraceMaxMarks = 16;  // marks of the longest HT op timeline (dispatch: 15)
 
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {

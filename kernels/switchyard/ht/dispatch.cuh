@@ -320,6 +320,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     if (threadIdx.x == 0) announce = blockIdx.x == 0 && !is_poisoned(c.diagnostics);
     __syncthreads();
     if (announce) ht_detail::notify_peers(args, sequence);
+    if (announce && threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchNotified);
     bool ok = ht_detail::wait_for_counts(c, sequence);
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchCounts);
     if (ok) {

@@ -15,8 +15,12 @@ namespace switchyard::device {
 enum HtDispatchMark : int32_t {
     kHtLayoutStart = 0,     // first: the first layout block started
     kHtLayoutEnd,           // the last layout block ended
+    kHtLayoutLoaded,        // the last layout block has its chunk's routing staged
+    kHtLayoutPublished,     // the last layout block published its chunk's totals
+    kHtLayoutLookedBack,    // the last layout block has every earlier chunk's totals
     kHtDispatchStart,       // first: the first dispatch block started (the layout may still run)
     kHtDispatchLayoutDone,  // every dispatch block past its wait for the layout kernel
+    kHtDispatchNotified,    // block 0 sent its counts to every peer
     kHtDispatchCounts,      // every block has all peers' counts (the entry handshake)
     kHtDispatchSent,        // the last warp's rows issued and drained
     kHtDispatchSignalled,   // the last block raised "done" at every destination

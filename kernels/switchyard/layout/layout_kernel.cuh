@@ -262,6 +262,8 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         }
         layout_detail::stage_entry<IndexT>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
+        if (threadIdx.x == 0)
+            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLoaded);
         const int32_t id = ids[threadIdx.x];
         const int rank = id >= 0 ? id / experts_per_rank : -1;
         const bool lead = leads[threadIdx.x] != 0;
@@ -273,18 +275,26 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         // publish: the totals, then (after every writer's fence and the barrier) the flag.
         for (int column = threadIdx.x; column < columns; column += blockDim.x)
             args.chunk_counts[int64_t(chunk) * columns + column] = totals[column];
+        // Only this grid reads the flags and totals: GPU scope (a system-scope release would
+        // also wait for this thread's writes to be visible to peers and the host).
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) {
             __threadfence();
-            ptx::st_release_sys(args.chunk_flags + chunk, epoch);
+            ptx::st_release_gpu(args.chunk_flags + chunk, epoch);
         }
+        if (threadIdx.x == 0)
+            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutPublished);
 
         // look back: every earlier chunk's totals (their blocks are resident and publish first).
         for (int p = threadIdx.x; p < chunk; p += blockDim.x)
-            if (!wait_at_least(args.chunk_flags + p, epoch, args.diagnostics, kPhaseLayout, -1)) ok = 0;
+            if (!wait_at_least<SignalScope::kGpu>(args.chunk_flags + p, epoch, args.diagnostics, kPhaseLayout,
+                                                  -1))
+                ok = 0;
         __syncthreads();
         if (!ok) return;
+        if (threadIdx.x == 0)
+            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLookedBack);
         layout_detail::sum_earlier_chunks(args, columns, chunk, starts, partial);
         __syncthreads();
         if (chunk == args.num_chunks - 1) {
