@@ -105,9 +105,9 @@ SY_TEST(BufferLayout, RegionsAreOrderedAlignedAndSized) {
     // Without high-throughput ops there are no combine counters.
     capacity.high_throughput = false;
     SY_CHECK_EQ(device::BufferLayout::make(capacity).workspace.ht_combine_chunks, 0);
-    // Notify entry: 16 bytes of header, rows to R = 2 ranks, L = 128 expert counts:
-    // 16 + 8 + 512 = 536 bytes, padded to a multiple of 16 = 544.
-    SY_CHECK_EQ(w.ht_notify_entry_bytes, int64_t(544));
+    // Notify entry: 64-bit words for the sequence, the token count, rows to R = 2 ranks and L = 128
+    // expert counts: 8 * 132 = 1,056 bytes (a multiple of 16).
+    SY_CHECK_EQ(w.ht_notify_entry_bytes, int64_t(1056));
 }
 
 SY_TEST(BufferLayout, RecordSectionsAre32ByteAligned) {

@@ -107,10 +107,10 @@ struct WorkspaceLayout {
         const int64_t per_rank_u64 = align_up(int64_t(num_ranks) * 8, kAlignment);
         layout.barrier_signals_offset = offset;
         offset += per_rank_u64;
-        // Notify entry: {uint64 sequence, int32 num_tokens, int32 num_senders, int32 rows_to[R],
-        // int32 expert_rows[L]} padded to 16 bytes.
+        // Notify entry, 64-bit words: {sequence, num_tokens, rows_to[R], expert_rows[L]}, each
+        // count tagged with the op's sequence (ht/dispatch.cuh), padded to 16 bytes.
         layout.ht_notify_entry_bytes =
-            align_up(16 + 4 * int64_t(num_ranks) + 4 * int64_t(max_local_experts), 16);
+            align_up(8 * (2 + int64_t(num_ranks) + int64_t(max_local_experts)), 16);
         layout.ht_notify_offset = offset;
         offset += align_up(layout.ht_notify_entry_bytes * num_ranks, kAlignment);
         layout.ht_dispatch_done_offset = offset;

@@ -1,13 +1,15 @@
 // High-throughput dispatch, direct topology (one NVLink domain). One kernel, three roles in order:
 //
 //  notify_peers     block 0 sends every peer this rank's row counts (per destination rank and, for
-//                   the peer's local experts, per expert); every block waits for all peers' counts,
-//                   which also proves each destination has entered this op (its region is free);
+//                   the peer's local experts, per expert), each count in a 64-bit word tagged with
+//                   the op's sequence, so no fence orders them; every block waits until all peers'
+//                   words carry this op's tag, which also proves each destination has entered this
+//                   op (its region is free);
 //  send_tokens      each warp owns a contiguous token range; a token is staged once in shared
-//                   memory (bulk load, or quantized by the warp) and bulk-stored to every
-//                   destination rank at its final rank-major row: sum of earlier sources' rows plus
-//                   the token's slot (a deterministic prefix sum from the layout kernel);
-//                   per-destination metadata is written by the lanes;
+//                   memory (bulk load, or quantized by the warp) and stored to every destination
+//                   rank at its final rank-major row: sum of earlier sources' rows plus the token's
+//                   slot (a deterministic prefix sum from the layout kernel); per-destination
+//                   metadata is written by the lanes;
 //  finish           the last block to finish publishes "done" to every destination; the op ends
 //                   when every source's "done" has arrived here.
 //
@@ -27,14 +29,23 @@
 
 namespace switchyard::device {
 
-// The notify entry one source writes into each destination's workspace.
+// The notify entry one source writes into each destination's workspace: 64-bit words, the op's
+// sequence, then each count with the sequence's low 32 bits above it. A word is written by one
+// store, so a reader that sees this op's tag sees this op's count: the entry needs no fence at the
+// sender (one fence and one release store cost ~5 us on H200) and the reader waits on every word.
 struct HtNotifyView {
-    uint8_t* entry;
+    uint64_t* words;
     int32_t num_ranks;
-    SY_HOST_DEVICE uint64_t* sequence() const { return reinterpret_cast<uint64_t*>(entry); }
-    SY_HOST_DEVICE int32_t* num_tokens() const { return reinterpret_cast<int32_t*>(entry + 8); }
-    SY_HOST_DEVICE int32_t* rows_to() const { return reinterpret_cast<int32_t*>(entry + 16); }
-    SY_HOST_DEVICE int32_t* expert_rows() const { return rows_to() + num_ranks; }
+    SY_HOST_DEVICE static int32_t num_words(int32_t num_ranks, int32_t local_experts) {
+        return 2 + num_ranks + local_experts;
+    }
+    SY_HOST_DEVICE static uint64_t tagged(uint64_t sequence, int32_t count) {
+        return (sequence << 32) | uint32_t(count);
+    }
+    SY_HOST_DEVICE uint64_t* sequence() const { return words; }
+    SY_HOST_DEVICE uint64_t* num_tokens_word() const { return words + 1; }
+    SY_HOST_DEVICE uint64_t* rows_to_word(int32_t rank) const { return words + 2 + rank; }
+    SY_HOST_DEVICE uint64_t* expert_rows_word(int32_t expert) const { return words + 2 + num_ranks + expert; }
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -42,45 +53,66 @@ struct HtNotifyView {
 namespace ht_detail {
 
 SY_DEVICE HtNotifyView notify_entry(const HtCommon& c, uint8_t* base, int32_t source) {
-    return {c.layout.workspace.ht_notify_entry(base, source), c.num_ranks};
+    return {reinterpret_cast<uint64_t*>(c.layout.workspace.ht_notify_entry(base, source)), c.num_ranks};
 }
 
-// Block 0 (all threads): publish this rank's counts to every peer. The entries are spread over
-// the threads: a thread walking a peer's whole entry serializes one load latency per expert
-// (the loads cannot pass the remote stores they might alias), ~100 us at 256 experts.
+// A count of an arrived entry (after wait_for_counts): the low half of its tagged word.
+SY_DEVICE int32_t tagged_count(const uint64_t* word) {
+    return int32_t(uint32_t(ptx::ld_relaxed_sys(word)));
+}
+
+// Block 0 (all threads): publish this rank's counts to every peer, one tagged word per store.
+// The words are spread over the threads: a thread walking a peer's whole entry serializes one
+// load latency per expert (the loads cannot pass the remote stores they might alias).
 SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
     const HtCommon& c = args.common;
-    const int words = 1 + c.num_ranks + c.local_experts;  // num_tokens, rows_to[R], expert_rows[L]
+    const int words = HtNotifyView::num_words(c.num_ranks, c.local_experts);
     for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
         const int peer = i / words, word = i % words;
         const HtNotifyView entry = notify_entry(c, c.peer_bases[peer], c.rank);
-        if (word == 0)
-            *entry.num_tokens() = c.num_tokens;
-        else if (word <= c.num_ranks)
-            entry.rows_to()[word - 1] = args.num_tokens_per_rank[word - 1];
-        else
-            entry.expert_rows()[word - 1 - c.num_ranks] =
-                args.num_tokens_per_expert[peer * c.local_experts + word - 1 - c.num_ranks];
-    }
-    // Every thread's writes, then (after the barrier) a fence by each releasing thread: fences are
-    // cumulative only over writes the fencing thread has observed.
-    ptx::fence_acq_rel_sys();
-    __syncthreads();
-    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x) {
-        ptx::fence_acq_rel_sys();
-        ptx::st_release_sys(notify_entry(c, c.peer_bases[peer], c.rank).sequence(), sequence);
+        uint64_t value = sequence;  // word 0
+        if (word == 1)
+            value = HtNotifyView::tagged(sequence, c.num_tokens);
+        else if (word >= 2 && word < 2 + c.num_ranks)
+            value = HtNotifyView::tagged(sequence, args.num_tokens_per_rank[word - 2]);
+        else if (word >= 2 + c.num_ranks)
+            value = HtNotifyView::tagged(
+                sequence, args.num_tokens_per_expert[peer * c.local_experts + word - 2 - c.num_ranks]);
+        ptx::st_relaxed_sys(entry.words + word, value);
     }
 }
 
-// Every block: wait for all peers' counts; returns false on timeout.
+// Waits until *word carries this op's tag (the sequence's low 32 bits) and checks that it is not a
+// later op's (lock step). Returns false on timeout or mismatch (reported).
+template <typename Details>
+SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagnostics& diagnostics,
+                            int32_t peer, Details details) {
+    const uint32_t tag = uint32_t(sequence);
+    if (!wait_until(
+            word, [tag](uint64_t value) { return int32_t(uint32_t(value >> 32) - tag) >= 0; }, diagnostics,
+            kPhaseHtNotify, peer, sequence, details))
+        return false;
+    const uint64_t value = ptx::ld_relaxed_sys(word);
+    if (uint32_t(value >> 32) == tag) return true;
+    report_error(diagnostics, kErrorSequenceMismatch, kPhaseHtNotify, peer, sequence, value >> 32, 0);
+    return false;
+}
+
+// Every block: wait for every word of all peers' entries; returns false on timeout.
 SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence) {
     __shared__ int ok;
     if (threadIdx.x == 0) ok = 1;
     __syncthreads();
-    for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x)
-        if (!wait_for_sequence(notify_entry(c, c.local_base, source).sequence(), sequence, c.diagnostics,
-                               kPhaseHtNotify, source, peer_details(c, source)))
-            ok = 0;
+    const int words = HtNotifyView::num_words(c.num_ranks, c.local_experts);
+    for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
+        const int source = i / words, word = i % words;
+        const HtNotifyView entry = notify_entry(c, c.local_base, source);
+        const bool arrived = word == 0 ? wait_for_sequence(entry.sequence(), sequence, c.diagnostics,
+                                                           kPhaseHtNotify, source, peer_details(c, source))
+                                       : wait_for_tag(entry.words + word, sequence, c.diagnostics, source,
+                                                      peer_details(c, source));
+        if (!arrived) ok = 0;
+    }
     __syncthreads();
     return ok != 0;
 }
@@ -93,7 +125,9 @@ SY_DEVICE int32_t expert_rows_from_sources(const HtCommon& c, int e, int32_t* of
         int32_t rows[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i)
-            rows[i] = first + i < c.num_ranks ? notify_entry(c, c.local_base, first + i).expert_rows()[e] : 0;
+            rows[i] = first + i < c.num_ranks
+                          ? tagged_count(notify_entry(c, c.local_base, first + i).expert_rows_word(e))
+                          : 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             if (offsets && first + i < c.num_ranks) offsets[(first + i) * c.local_experts + e] = count;
@@ -116,7 +150,7 @@ SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
         int32_t rows = 0;
         for (int s = 0; s < c.num_ranks; ++s) {
             out[info.row_offsets() + s] = rows;
-            rows += notify_entry(c, c.local_base, s).rows_to()[c.rank];
+            rows += tagged_count(notify_entry(c, c.local_base, s).rows_to_word(c.rank));
         }
         out[info.row_offsets() + c.num_ranks] = rows;
         if (host) host[1] = rows;
@@ -327,7 +361,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {
             int32_t offset = 0;
             for (int s = 0; s < c.rank; ++s)
-                offset += ht_detail::notify_entry(c, c.local_base, s).rows_to()[q];
+                offset +=
+                    ht_detail::tagged_count(ht_detail::notify_entry(c, c.local_base, s).rows_to_word(q));
             dest_offset[q] = offset;
         }
         if (blockIdx.x == 0) ht_detail::publish_recv_info(args);
