@@ -522,11 +522,6 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
         combine.publish = launch::combine_publisher() ? 1 : 0;
-        static const bool prefetch_rows = [] {  // SWITCHYARD_HT_COMBINE_PREFETCH=0: an A/B knob
-            const char* value = std::getenv("SWITCHYARD_HT_COMBINE_PREFETCH");
-            return !(value && value[0] == '0');
-        }();
-        combine.prefetch_rows = prefetch_rows ? 1 : 0;
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;

@@ -367,41 +367,6 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
     }
 }
 
-// Rank-major combine with up to 32 ranks: the rows a chunk's reduce reads are known from the
-// routing alone (prefetch_chunk_rows).
-SY_DEVICE bool prefetches_rows(const HtCombineArgs& args) {
-    return args.mode == 0 && args.common.num_ranks <= 32;
-}
-
-// Starts moving the rows chunk `chunk`'s reduce will read (this rank's own rows in y, the others'
-// records) towards L2; the slots of the chunk's tokens are loaded together (one latency).
-SY_DEVICE void prefetch_chunk_rows(const HtCombineArgs& args, int chunk, int32_t self_first_row) {
-    const HtCommon& c = args.common;
-    const uint32_t lane = ptx::lane_id();
-    const int first = chunk * kHtCombineChunkTokens;
-    const int64_t row_bytes = int64_t(c.hidden) * 2;
-    int32_t slots[kHtCombineChunkTokens];
-#pragma unroll
-    for (int i = 0; i < kHtCombineChunkTokens; ++i)
-        slots[i] = first + i < c.num_tokens && int(lane) < c.num_ranks
-                       ? args.token_rank_slot[int64_t(first + i) * c.num_ranks + lane]
-                       : -1;
-#pragma unroll
-    for (int i = 0; i < kHtCombineChunkTokens; ++i) {
-        const uint32_t routed = __ballot_sync(0xffffffffu, slots[i] >= 0);
-        for (uint32_t rest = routed; rest != 0; rest &= rest - 1) {
-            const int q = __ffs(rest) - 1;
-            const int32_t slot = __shfl_sync(0xffffffffu, slots[i], q);
-            const uint8_t* row =
-                q == c.rank
-                    ? args.y + (int64_t(self_first_row) + slot) * args.y_row_stride_bytes
-                    : combine_record(args, c.local_base, __popc(routed & ((1u << q) - 1u)), first + i);
-            for (int64_t offset = int64_t(lane) * 128; offset < row_bytes; offset += 32 * 128)
-                ptx::prefetch_l2(row + offset);
-        }
-    }
-}
-
 // Reduces whole chunk `chunk` after waiting for its rows; false when the wait failed.
 SY_DEVICE bool reduce_chunk(const HtCombineArgs& args, int chunk, int32_t self_first_row) {
     const HtCommon& c = args.common;
@@ -426,29 +391,14 @@ SY_DEVICE bool reduce_chunk(const HtCombineArgs& args, int chunk, int32_t self_f
 // and so was claiming only the last chunks token by token: 251.6 us at 16 SMs (f7f2bd2). At 16
 // SMs the reduce trails the senders by ~30-40 us because the reducers are behind, not because
 // one warp holds the last chunk (SWITCHYARD_HT_TRACE, design notes §3).
-//
-// With `prefetch_rows` a warp claims one chunk ahead and moves that chunk's rows towards L2 before
-// it reduces the current one: the reduce's rounds then wait for L2 instead of HBM (y was written
-// before the op; the records may have left L2 while the reducers trail).
 SY_DEVICE void reduce_claimed_chunks(const HtCombineArgs& args, uint64_t* counters, int chunks,
                                      int32_t self_first_row) {
     auto* next_chunk = reinterpret_cast<unsigned long long*>(counters + kCounterHtCombineNextChunk);
-    auto claim = [&] {
+    for (;;) {
         unsigned long long claimed = 0;
         if (ptx::lane_id() == 0) claimed = atomicAdd(next_chunk, 1ull);
-        return int(min(__shfl_sync(0xffffffffu, claimed, 0), (unsigned long long)chunks));
-    };
-    const bool ahead = args.prefetch_rows != 0 && prefetches_rows(args);
-    int chunk = claim();
-    for (;;) {
-        if (chunk >= chunks) return;
-        int next = chunks;
-        if (ahead) {
-            next = claim();
-            if (next < chunks) prefetch_chunk_rows(args, next, self_first_row);
-        }
-        if (!reduce_chunk(args, chunk, self_first_row)) return;
-        chunk = ahead ? next : claim();
+        const int chunk = int(min(__shfl_sync(0xffffffffu, claimed, 0), (unsigned long long)chunks));
+        if (chunk >= chunks || !reduce_chunk(args, chunk, self_first_row)) return;
     }
 }
 
