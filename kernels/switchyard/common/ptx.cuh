@@ -59,12 +59,6 @@ SY_DEVICE uint32_t ld_acquire_sys(const uint32_t* address) {
     return value;
 }
 
-// Starts moving the line of `address` into L2 without waiting: a later load then waits for L2,
-// not HBM.
-SY_DEVICE void prefetch_l2(const void* address) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
-}
-
 // GPU scope: for flags that only this GPU's threads read and write (cheaper than system scope,
 // whose release waits for this thread's writes to reach peers and the host).
 SY_DEVICE uint64_t ld_acquire_gpu(const uint64_t* address) {

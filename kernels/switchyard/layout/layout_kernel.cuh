@@ -241,18 +241,6 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     uint64_t* epoch_word = args.chunk_flags + args.max_chunks;
     __shared__ uint64_t epoch;
     __shared__ int ok;
-    // The first chunk's routing, fetched towards L2 while thread 0 reads the epoch: the two memory
-    // latencies overlap instead of adding up.
-    {
-        const layout_detail::LayoutEntry first = layout_detail::entry_of(args, int(blockIdx.x));
-        if (first.in_chunk) {
-            ptx::prefetch_l2(static_cast<const IndexT*>(args.topk_idx) +
-                             int64_t(first.token) * args.topk_row_stride + first.k);
-            if (args.weights_copy)
-                ptx::prefetch_l2(args.topk_weights + int64_t(first.token) * args.weights_row_stride +
-                                 first.k);
-        }
-    }
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
     if (threadIdx.x == 0)
