@@ -357,11 +357,6 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             return value && value[0] == '1';
         }();
         dispatch.generic_stores = bulk_stores ? 0 : 1;
-        static const bool interleave_tokens = [] {  // an A/B knob (SWITCHYARD_HT_DISPATCH_INTERLEAVE)
-            const char* value = std::getenv("SWITCHYARD_HT_DISPATCH_INTERLEAVE");
-            return value && value[0] == '1';
-        }();
-        dispatch.interleave_tokens = interleave_tokens ? 1 : 0;
         dispatch.recv_info = handle->recv_info.data<int32_t>();
         dispatch.expert_alignment = checked.expert_alignment;
         dispatch.masked_layout = checked.layout == RecvLayout::kExpertMasked ? 1 : 0;

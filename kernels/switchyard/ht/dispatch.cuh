@@ -369,39 +369,31 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     }
     __syncthreads();
 
-    // send_tokens: warp w of the grid owns tokens [T * w / W, T * (w + 1) / W), or with
-    // interleave_tokens the tokens w, w + W, ... (the grid's stores then move through each
-    // destination's rows together instead of in W separate streams).
+    // send_tokens: warp w of the grid owns tokens [T * w / W, T * (w + 1) / W).
     if (ok) {
         const int global_warp = blockIdx.x * num_warps + warp, total_warps = gridDim.x * num_warps;
-        const bool interleave = args.interleave_tokens != 0;
-        const int first = interleave ? global_warp : int(int64_t(c.num_tokens) * global_warp / total_warps);
-        const int step = interleave ? total_warps : 1;
-        const int count =
-            interleave
-                ? (global_warp < c.num_tokens ? int(ceil_div(c.num_tokens - global_warp, total_warps)) : 0)
-                : int(int64_t(c.num_tokens) * (global_warp + 1) / total_warps) - first;
+        const int first = int(int64_t(c.num_tokens) * global_warp / total_warps);
+        const int last = int(int64_t(c.num_tokens) * (global_warp + 1) / total_warps);
         uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * args.stage_bytes;
         uint32_t phases[2] = {0u, 0u};
         // Without quantization the next token's bulk load is issued before this token is sent,
         // so its latency hides behind the sends.
         const bool prefetch = !args.quantize;
-        for (int i = 0; i < count; ++i) {
-            const int token = first + i * step;
-            const int stage = i & 1;
-            if (!prefetch || i == 0) {
+        for (int token = first; token < last; ++token) {
+            const int stage = (token - first) & 1;
+            if (!prefetch || token == first) {
                 // The stores issued from this stage two tokens ago must have read it.
                 if (lane == 0) ptx::bulk_wait_read<1>();
                 __syncwarp();
             }
             ht_detail::stage_token(args, token, stages + int64_t(stage) * args.stage_bytes,
-                                   &stage_barriers[warp][stage], phases[stage], prefetch && i != 0);
-            if (prefetch && i + 1 < count) {
+                                   &stage_barriers[warp][stage], phases[stage], prefetch && token != first);
+            if (prefetch && token + 1 < last) {
                 const int next = stage ^ 1;
                 // The next stage was last read by the stores of token - 1: let them finish reading.
                 if (lane == 0) {
                     ptx::bulk_wait_read<0>();
-                    ht_detail::issue_load(args, token + step, stages + int64_t(next) * args.stage_bytes,
+                    ht_detail::issue_load(args, token + 1, stages + int64_t(next) * args.stage_bytes,
                                           &stage_barriers[warp][next]);
                 }
                 __syncwarp();

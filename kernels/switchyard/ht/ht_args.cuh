@@ -54,9 +54,8 @@ struct HtDispatchArgs {
     int32_t quantize;                      // 1: bf16 x quantized to fp8 here
     int32_t scale_kind;                    // ScaleKind of the records
     RecordLayout record;                   // records as they land in the receive region
-    int32_t stage_bytes;        // shared memory per pipeline stage (payload + scales of one record)
-    int32_t generic_stores;     // 1: lanes copy the staged record with 16-byte stores instead of a bulk store
-    int32_t interleave_tokens;  // 1: warp w sends tokens w, w + W, ... instead of a contiguous range
+    int32_t stage_bytes;     // shared memory per pipeline stage (payload + scales of one record)
+    int32_t generic_stores;  // 1: lanes copy the staged record with 16-byte stores instead of a bulk store
     // Outputs for the receiver side (this rank as a destination).
     int32_t* recv_info;  // HtRecvInfoLayout
     int32_t expert_alignment;
