@@ -522,6 +522,11 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
         combine.publish = launch::combine_publisher() ? 1 : 0;
+        static const bool entry_handshake = [] {  // SWITCHYARD_HT_COMBINE_ENTRY=1: an A/B knob
+            const char* value = std::getenv("SWITCHYARD_HT_COMBINE_ENTRY");
+            return value && value[0] == '1';
+        }();
+        combine.entry_handshake = entry_handshake ? 1 : 0;
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());
         combine.y_row_stride_bytes = y.strides[0] * 2;

@@ -49,10 +49,13 @@ enum Counter : int32_t {
     // it to tell a sender that never got past its stores from one whose arrivals went astray.
     kCounterLlDispatchArrived = 20,
     kCounterLlCombineArrived = 21,
+    // The HT sequence of the last dispatch on this buffer (its kernel's last block writes it): a
+    // combine that directly follows a dispatch needs no entry handshake (ht/combine.cuh).
+    kCounterHtLastDispatch = 22,
     // SWITCHYARD_HT_TRACE only: one counter per mark of the running op's timeline (ht_trace.cuh),
     // and the blocks of its last kernel done (the last one copies the marks out and resets them).
-    kCounterHtTraceFirst = 22,
-    kCounterHtTraceBlocks = 22 + kHtTraceMaxMarks,
+    kCounterHtTraceFirst = 23,
+    kCounterHtTraceBlocks = kCounterHtTraceFirst + kHtTraceMaxMarks,
     kNumCounters = kCounterHtTraceBlocks + 1,
 };
 

@@ -427,17 +427,24 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     __shared__ ht_detail::PublishQueues publish_queues;
     if (publishers) publish_queues.init(send_warps);
 
-    // enter
+    // enter: rows may go to a home once its combine region is free, i.e. once it has entered this
+    // op. Right after a dispatch that is already known: every peer's counts for that dispatch
+    // arrived here, so every peer had finished its earlier ops, the last combine that read its
+    // region included (ops on one buffer run in lock step). Otherwise the ranks announce entry.
     if (threadIdx.x == 0) ok = 1;
-    // After a failed op the buffer is poisoned: announce nothing, so peers report the stall.
-    if (blockIdx.x == 0 && !is_poisoned(c.diagnostics))
+    const bool after_dispatch = args.entry_handshake == 0 && counters[kCounterHtLastDispatch] + 1 == sequence;
+    if (!after_dispatch) {
+        // After a failed op the buffer is poisoned: announce nothing, so peers report the stall.
+        if (blockIdx.x == 0 && !is_poisoned(c.diagnostics))
+            for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
+                ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank,
+                                    sequence);
+        __syncthreads();
         for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
-            ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank, sequence);
-    __syncthreads();
-    for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
-        if (!wait_for_sequence(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence,
-                               c.diagnostics, kPhaseHtCombine, peer, ht_detail::peer_details(c, peer)))
-            ok = 0;
+            if (!wait_for_sequence(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence,
+                                   c.diagnostics, kPhaseHtCombine, peer, ht_detail::peer_details(c, peer)))
+                ok = 0;
+    }
     __syncthreads();
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineEntered);
 
@@ -555,9 +562,9 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineReduced);
     }
 
-    // finish (peers do not wait for this signal: the arrival counters carry the data's completion)
+    // finish (no system fences: the arrival counters carry the rows' completion, finish_locally)
     ht_detail::trace_finish(args.trace, counters, kHtCombineEnd, kHtCombineMarks, kHtCombineFirstMarks);
-    ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_combine_done_offset, sequence);
+    ht_detail::finish_locally(c, counters, c.layout.workspace.ht_combine_done_offset, sequence);
 }
 
 #endif

@@ -23,9 +23,10 @@ SY_DEVICE PeerKernelDetails peer_details(const HtCommon& c, int peer) {
 }
 
 // Called by every thread of every block after its writes. `done_offset` is the workspace offset
-// of the [R] signal array to raise in each peer (dispatch-done or combine-done).
+// of the [R] signal array to raise in each peer (dispatch-done); `op_counter`, a counter the last
+// block also sets to the sequence (or -1).
 SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t done_offset,
-                                 uint64_t sequence) {
+                                 uint64_t sequence, int32_t op_counter = -1) {
     ptx::fence_acq_rel_sys();
     __syncthreads();
     if (threadIdx.x != 0) return;
@@ -41,6 +42,29 @@ SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t 
     if (!is_poisoned(c.diagnostics))
         for (int q = 0; q < c.num_ranks; ++q)
             ptx::st_release_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
+                                sequence);
+    counters[kCounterHtBlocksDone] = 0;
+    counters[kCounterHtCombineNextChunk] = 0;
+    if (op_counter >= 0) counters[op_counter] = sequence;
+    counters[kCounterHt] = sequence;
+}
+
+// The end of a kernel whose data needs no completion signal (the combine: the arrival counters
+// carry its rows' completion, and its other writes are local): every thread of every block
+// calls it; the last block resets the kernel's counters and advances the op sequence, with
+// GPU-scope ordering only (no system fences). It still leaves `done_offset`'s marker at each peer,
+// without a fence: a progress record for diagnostics, not a signal anyone waits for.
+SY_DEVICE void finish_locally(const HtCommon& c, uint64_t* counters, int64_t done_offset, uint64_t sequence) {
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    ptx::fence_acq_rel_gpu();
+    const unsigned long long finished =
+        atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
+    if (finished + 1 != gridDim.x) return;
+    ptx::fence_acq_rel_gpu();
+    if (!is_poisoned(c.diagnostics))
+        for (int q = 0; q < c.num_ranks; ++q)
+            ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
     counters[kCounterHtBlocksDone] = 0;
     counters[kCounterHtCombineNextChunk] = 0;

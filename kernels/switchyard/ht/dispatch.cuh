@@ -409,7 +409,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
 
     // finish: bulk writes are ordered with generic ones first, then the last block signals.
     ptx::fence_proxy_async_global();
-    ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_dispatch_done_offset, sequence);
+    ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_dispatch_done_offset, sequence,
+                                 kCounterHtLastDispatch);
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchSignalled);
 
     // The op is complete here once every source's rows have landed.

@@ -92,12 +92,13 @@ struct HtCombineArgs {
     int32_t layout_kind;  // of the dispatch
     int32_t mode;         // 0 rank-major sum, 1 expert flat, 2 expert hierarchical
     int32_t weighted;
-    int32_t send_warps;   // warps per block that send rows; the others reduce as rows arrive
-    int32_t send_group;   // rows a sender warp writes per system fence and arrival (1..32)
-    int32_t publish;      // 1: one warp per block fences and signals the senders' rows (combine_publish.cuh)
-    int32_t bulk_stages;  // > 0: rank-major rows leave through one bulk-copy warp per block with this
-                          // many shared-memory stages (combine_bulk_send.cuh); 0: register senders
-    const uint8_t* y;     // rows in the dispatch's layout, bf16
+    int32_t send_warps;  // warps per block that send rows; the others reduce as rows arrive
+    int32_t send_group;  // rows a sender warp writes per system fence and arrival (1..32)
+    int32_t publish;     // 1: one warp per block fences and signals the senders' rows (combine_publish.cuh)
+    int32_t entry_handshake;  // 1: announce and wait for entry even right after a dispatch (an A/B knob)
+    int32_t bulk_stages;      // > 0: rank-major rows leave through one bulk-copy warp per block with this
+                              // many shared-memory stages (combine_bulk_send.cuh); 0: register senders
+    const uint8_t* y;         // rows in the dispatch's layout, bf16
     int64_t y_row_stride_bytes;
     const float* row_weights;  // optional: rank-major [N, K] / expert-major [N] (sent back)
     int64_t row_weights_stride;
