@@ -184,17 +184,6 @@ DispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArgs& args, i
             args.x_scales.dtype == DType::kFloat32 ? device::kScaleFloat32 : device::kScaleUe8m0;
     }
     plan.record = device::RecordLayout::dispatch(hidden, plan.payload_kind, plan.scale_kind, topk);
-    // Experiment (SWITCHYARD_HT_RECORD_LINES=1): records whole 128-byte lines apart, when that
-    // still fits the region (a bf16 record of this shape bounds it).
-    static const bool record_lines = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_RECORD_LINES");
-        return value && value[0] == '1';
-    }();
-    const int64_t lines = (plan.record.total_bytes + 127) / 128 * 128;
-    if (record_lines &&
-        lines <= device::RecordLayout::dispatch(hidden, device::kPayloadBf16, device::kScaleNone, topk)
-                     .total_bytes)
-        plan.record.total_bytes = lines;
     plan.num_sms = choose_num_sms(impl, args.num_sms, args.num_experts, topk, SmModelOp::kDispatch);
     return plan;
 }
