@@ -354,35 +354,6 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             dispatch.host_counts = impl.host_counts_device;
         }
         dispatch.trace = trace;
-        // Rank-major: the dispatch kernel records the rows for combine itself (no receive kernel),
-        // into handle arrays of the worst-case row count, allocated before it launches.
-        // SWITCHYARD_HT_RECEIVE_KERNEL=1 keeps the receive kernel (an A/B knob).
-        static const bool receive_kernel = [] {
-            const char* value = std::getenv("SWITCHYARD_HT_RECEIVE_KERNEL");
-            return value && value[0] == '1';
-        }();
-        const bool receive_in_dispatch = checked.layout == RecvLayout::kRankMajor && !receive_kernel;
-        auto allocate_row_arrays = [&](int64_t row_slots) {
-            auto row_arrays = impl.outputs->allocate_group({{DType::kInt32, {row_slots}},
-                                                            {DType::kInt32, {row_slots}},
-                                                            {DType::kInt32, {row_slots, K}},
-                                                            {DType::kFloat32, {row_slots, K}},
-                                                            {DType::kInt32, {1}}},
-                                                           comm);
-            handle->row_src_token = row_arrays[0];
-            handle->row_combine_slot = row_arrays[1];
-            handle->row_expert_row = row_arrays[2];
-            handle->row_weights = row_arrays[3];
-            result.num_recv_rows = row_arrays[4];
-        };
-        if (receive_in_dispatch) {
-            allocate_row_arrays(std::max<int64_t>(worst_rows, 1));
-            dispatch.row_src_token = handle->row_src_token.data<int32_t>();
-            dispatch.row_combine_slot = handle->row_combine_slot.data<int32_t>();
-            dispatch.row_expert_row = handle->row_expert_row.data<int32_t>();
-            dispatch.row_weights = handle->row_weights.data<float>();
-            dispatch.out_num_rows = result.num_recv_rows.data<int32_t>();
-        }
         launch::launch_ht_dispatch(context, dispatch, plan.num_sms);
 
         int64_t rows = worst_rows;
@@ -401,7 +372,18 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         }
         handle->row_capacity = rows;
         handle->expert_row_capacity = expert_rows;
-        if (!receive_in_dispatch) allocate_row_arrays(std::max<int64_t>(rows, 1));
+        const int64_t row_slots = std::max<int64_t>(rows, 1);
+        auto row_arrays = impl.outputs->allocate_group({{DType::kInt32, {row_slots}},
+                                                        {DType::kInt32, {row_slots}},
+                                                        {DType::kInt32, {row_slots, K}},
+                                                        {DType::kFloat32, {row_slots, K}},
+                                                        {DType::kInt32, {1}}},
+                                                       comm);
+        handle->row_src_token = row_arrays[0];
+        handle->row_combine_slot = row_arrays[1];
+        handle->row_expert_row = row_arrays[2];
+        handle->row_weights = row_arrays[3];
+        result.num_recv_rows = row_arrays[4];
 
         const DType payload_dtype =
             plan.payload_kind == device::kPayloadFp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
@@ -452,7 +434,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
             receive.out_scales = scale_words ? result.recv_scales.data<uint32_t>() : nullptr;
             receive.out_weights = handle->has_weights ? result.recv_topk_weights.data<float>() : nullptr;
         }
-        if (!receive_in_dispatch) launch::launch_ht_receive(context, receive);
+        launch::launch_ht_receive(context, receive);
     });
     result.num_recv_tokens_per_expert = DeviceTensor::borrow(TensorView::contiguous(
         handle->recv_info.data<int32_t>() + info.expert_counts(), DType::kInt32, {L}, Device::cuda(device)));

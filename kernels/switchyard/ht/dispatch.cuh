@@ -324,37 +324,6 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* 
     __syncwarp();
 }
 
-// Rank-major receive inside the dispatch kernel (every thread of the grid, after every source's
-// rows have landed): a thread per row records what combine needs from the row's metadata, all of
-// a row's loads in flight together. The receive kernel did this in 4 us plus a launch (H200,
-// 8,192 rows), a warp per row. Loads bypass L1 (the rows were written by other SMs and GPUs
-// during this kernel).
-SY_DEVICE void record_rank_major_rows(const HtDispatchArgs& args) {
-    const HtCommon& c = args.common;
-    const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
-    const RecordLayout& r = args.record;
-    const uint8_t* region = c.local_base + c.layout.ht_dispatch_offset;
-    const int32_t rows = __ldcg(args.recv_info + info.row_offsets() + c.num_ranks);
-    const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    const int64_t threads = int64_t(gridDim.x) * blockDim.x;
-    if (thread == 0) args.out_num_rows[0] = rows;
-    for (int64_t row = thread; row < rows; row += threads) {
-        const int32_t* meta = reinterpret_cast<const int32_t*>(region + row * r.total_bytes + r.meta_offset);
-        const int32_t token = __ldcg(meta), slot = __ldcg(meta + 1);
-        int32_t weights[kHtMaxTopk];
-#pragma unroll
-        for (int k = 0; k < kHtMaxTopk; ++k) weights[k] = k < c.topk ? __ldcg(meta + 2 + c.topk + k) : 0;
-        args.row_src_token[row] = token;
-        args.row_combine_slot[row] = slot;
-#pragma unroll
-        for (int k = 0; k < kHtMaxTopk; ++k)
-            if (k < c.topk) {
-                args.row_weights[row * c.topk + k] = __int_as_float(weights[k]);
-                args.row_expert_row[row * c.topk + k] = -1;
-            }
-    }
-}
-
 }  // namespace ht_detail
 
 __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_constant__ HtDispatchArgs args) {
@@ -444,30 +413,13 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
                                  kCounterHtLastDispatch);
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchSignalled);
 
-    // The op is complete here once every source's rows have landed: block 0 waits for that, or
-    // (rank-major, receive in this kernel) every block, which then records the rows.
-    const bool receive_here = args.row_src_token != nullptr;
-    __shared__ int landed;
-    if (threadIdx.x == 0) landed = ok ? 1 : 0;
-    __syncthreads();
-    if ((blockIdx.x == 0 || receive_here) && ok) {
+    // The op is complete here once every source's rows have landed.
+    if (blockIdx.x == 0 && ok) {
         for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x) {
-            if (!wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence,
-                                   c.diagnostics, kPhaseHtData, source, ht_detail::peer_details(c, source)))
-                landed = 0;
+            wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence,
+                              c.diagnostics, kPhaseHtData, source, ht_detail::peer_details(c, source));
             ht_detail::trace_mark(args.trace, counters, kHtDispatchArrived);
         }
-    }
-    if (receive_here) {
-        __syncthreads();  // the waiting threads' acquires now order the whole block's loads
-        if (landed) {
-            if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtReceiveStart, true);
-            ht_detail::record_rank_major_rows(args);
-            if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtReceiveEnd);
-        }
-        ht_detail::trace_finish(args.trace, counters, kHtDispatchEnd, kHtDispatchMarks,
-                                kHtDispatchFirstMarks);
-        return;
     }
     if (args.trace != nullptr) {
         __syncthreads();

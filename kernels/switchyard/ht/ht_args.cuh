@@ -11,8 +11,6 @@ namespace switchyard::device {
 
 // Most ranks the HT kernels take (per-destination offsets live in shared memory).
 constexpr int kHtMaxRanks = 128;
-// Most routing choices per token the HT kernels take (a lane per choice).
-constexpr int kHtMaxTopk = 32;
 
 // Per-rank routing summary the dispatch kernel writes for the receive kernel and for combine
 // (device memory owned by the handle). Offsets in ints from the start of the array.
@@ -65,13 +63,6 @@ struct HtDispatchArgs {
     int32_t* host_counts;   // mapped host memory or null: [0] = ready flag, [1] = rows, [2] = expert rows,
                             // [3..3+L) per-expert counts
     uint64_t* trace;        // SWITCHYARD_HT_TRACE=1: the op's timeline (ht_trace.cuh), else null
-    // Rank-major layout: the handle arrays this kernel fills itself once every source's rows have
-    // landed (no receive kernel), [worst-case rows] each; null: the receive kernel fills them.
-    int32_t* row_src_token;
-    int32_t* row_combine_slot;
-    int32_t* row_expert_row;  // [rows, K], all -1 (rank-major rows name no local expert row)
-    float* row_weights;       // [rows, K]
-    int32_t* out_num_rows;    // [1]
 };
 
 struct HtReceiveArgs {
