@@ -6,6 +6,7 @@
 #include "common/testing.hpp"
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/errors.hpp"
+#include "switchyard/ht/dispatch.cuh"
 #include "switchyard/layout/layout_kernel.cuh"
 
 using namespace switchyard;
@@ -154,3 +155,24 @@ SY_TEST(LayoutKernels, SharedMemoryFitsBothPaths) {
 }
 
 SY_TEST_MAIN()
+
+SY_TEST(HtNotify, TaggedCountsTellThisOpFromEarlierAndLaterOnes) {
+    using device::HtNotifyView;
+    // A count travels with the op's sequence above it: the low 32 bits give it back, negative too.
+    const uint64_t word = HtNotifyView::tagged(7, 4096);
+    SY_CHECK_EQ(HtNotifyView::count_of(word), 4096);
+    SY_CHECK_EQ(HtNotifyView::count_of(HtNotifyView::tagged(7, -1)), -1);
+    SY_CHECK_EQ(HtNotifyView::tag_of(word), 7u);
+    // The waiter of op 7 keeps waiting on op 6's word and on the zeroed workspace, stops on op 7's,
+    // and also stops on op 8's, which is then a sequence mismatch, not this op's count.
+    SY_CHECK(!HtNotifyView::reached(HtNotifyView::tagged(6, 4096), 7));
+    SY_CHECK(!HtNotifyView::reached(0, 1));
+    SY_CHECK(HtNotifyView::reached(word, 7) && HtNotifyView::written_by(word, 7));
+    SY_CHECK(HtNotifyView::reached(HtNotifyView::tagged(8, 1), 7));
+    SY_CHECK(!HtNotifyView::written_by(HtNotifyView::tagged(8, 1), 7));
+    // Tags are the sequence's low 32 bits: op 2^32 + 1 follows op 2^32 across the wrap.
+    const uint64_t wrap = uint64_t(1) << 32;
+    SY_CHECK(!HtNotifyView::reached(HtNotifyView::tagged(wrap - 1, 3), wrap));
+    SY_CHECK(HtNotifyView::written_by(HtNotifyView::tagged(wrap + 1, 3), wrap + 1));
+    SY_CHECK(!HtNotifyView::reached(HtNotifyView::tagged(wrap, 3), wrap + 1));
+}

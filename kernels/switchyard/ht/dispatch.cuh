@@ -42,6 +42,15 @@ struct HtNotifyView {
     SY_HOST_DEVICE static uint64_t tagged(uint64_t sequence, int32_t count) {
         return (sequence << 32) | uint32_t(count);
     }
+    SY_HOST_DEVICE static uint32_t tag_of(uint64_t word) { return uint32_t(word >> 32); }
+    SY_HOST_DEVICE static int32_t count_of(uint64_t word) { return int32_t(uint32_t(word)); }
+    // Whether `word` was written by op `sequence` or a later one (tags wrap at 2^32 ops).
+    SY_HOST_DEVICE static bool reached(uint64_t word, uint64_t sequence) {
+        return int32_t(tag_of(word) - uint32_t(sequence)) >= 0;
+    }
+    SY_HOST_DEVICE static bool written_by(uint64_t word, uint64_t sequence) {
+        return tag_of(word) == uint32_t(sequence);
+    }
     SY_HOST_DEVICE uint64_t* sequence() const { return words; }
     SY_HOST_DEVICE uint64_t* num_tokens_word() const { return words + 1; }
     SY_HOST_DEVICE uint64_t* rows_to_word(int32_t rank) const { return words + 2 + rank; }
@@ -58,7 +67,7 @@ SY_DEVICE HtNotifyView notify_entry(const HtCommon& c, uint8_t* base, int32_t so
 
 // A count of an arrived entry (after wait_for_counts): the low half of its tagged word.
 SY_DEVICE int32_t tagged_count(const uint64_t* word) {
-    return int32_t(uint32_t(ptx::ld_relaxed_sys(word)));
+    return HtNotifyView::count_of(ptx::ld_relaxed_sys(word));
 }
 
 // Block 0 (all threads): publish this rank's counts to every peer, one tagged word per store.
@@ -87,14 +96,14 @@ SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
 template <typename Details>
 SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagnostics& diagnostics,
                             int32_t peer, Details details) {
-    const uint32_t tag = uint32_t(sequence);
     if (!wait_until(
-            word, [tag](uint64_t value) { return int32_t(uint32_t(value >> 32) - tag) >= 0; }, diagnostics,
+            word, [sequence](uint64_t value) { return HtNotifyView::reached(value, sequence); }, diagnostics,
             kPhaseHtNotify, peer, sequence, details))
         return false;
     const uint64_t value = ptx::ld_relaxed_sys(word);
-    if (uint32_t(value >> 32) == tag) return true;
-    report_error(diagnostics, kErrorSequenceMismatch, kPhaseHtNotify, peer, sequence, value >> 32, 0);
+    if (HtNotifyView::written_by(value, sequence)) return true;
+    report_error(diagnostics, kErrorSequenceMismatch, kPhaseHtNotify, peer, sequence,
+                 HtNotifyView::tag_of(value), 0);
     return false;
 }
 
