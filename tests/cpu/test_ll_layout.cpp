@@ -189,3 +189,13 @@ SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
 }
 
 SY_TEST_MAIN()
+
+SY_TEST(LlKernels, SegmentLookupFindsTheLastStartAtOrBelow) {
+    // Segments starting at 0, 0 (empty), 3, 3 (empty), 7: a row belongs to the last one starting at
+    // or before it, so empty segments are never chosen over the non-empty one that follows them.
+    const int32_t starts[] = {0, 0, 3, 3, 7};
+    const int32_t expected[] = {1, 1, 1, 3, 3, 3, 3, 4, 4};
+    for (int row = 0; row < 9; ++row)
+        SY_CHECK_EQ(device::last_start_at_or_below(starts, 5, row), expected[row]);
+    SY_CHECK_EQ(device::last_start_at_or_below(starts, 1, 5), 0);
+}

@@ -41,4 +41,19 @@ SY_HOST_DEVICE constexpr int64_t max64(int64_t a, int64_t b) {
     return a > b ? a : b;
 }
 
+// Segment lookup over ascending starts[0..count) with starts[0] <= value: the last index whose
+// start is at most `value` (binary search: a linear walk over 128+ segments cost microseconds
+// per lookup in the LL kernels).
+SY_HOST_DEVICE int32_t last_start_at_or_below(const int32_t* starts, int32_t count, int64_t value) {
+    int32_t first = 0, past = count;
+    while (past - first > 1) {
+        const int32_t middle = (first + past) / 2;
+        if (starts[middle] <= value)
+            first = middle;
+        else
+            past = middle;
+    }
+    return first;
+}
+
 }  // namespace switchyard::device

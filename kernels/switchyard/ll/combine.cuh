@@ -193,16 +193,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         if (int32_t(blockIdx.x) < sending_blocks) {
             for (int64_t item = global_warp; item < items; item += int64_t(sending_blocks) * kNumWarps) {
                 const int32_t row = int32_t(item / kSlices);
-                // The expert whose rows hold `row`: the last e with row_starts[e] <= row (binary
-                // search; a linear walk over 128+ experts cost microseconds per item).
-                int32_t expert = 0, past = L;
-                while (past - expert > 1) {
-                    const int32_t middle = (expert + past) / 2;
-                    if (row_starts[middle] <= row)
-                        expert = middle;
-                    else
-                        past = middle;
-                }
+                // The expert whose rows hold `row`: the last e with row_starts[e] <= row.
+                const int32_t expert = last_start_at_or_below(row_starts, L, row);
                 const int32_t expert_row = row - row_starts[expert];
                 const int64_t y_offset = args.y_alignment > 0
                                              ? (int64_t(y_starts[expert]) + expert_row) * args.y_row_stride

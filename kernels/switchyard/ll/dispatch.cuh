@@ -112,15 +112,8 @@ SY_HOST_DEVICE constexpr int ll_scale_words(int hidden, int scale_kind) {
 // segment, at expert_starts[e + 1].
 SY_HOST_DEVICE int64_t ll_padding_row(const int32_t* padding_starts, const int32_t* expert_starts, int32_t L,
                                       int32_t p) {
-    int32_t first = 0, last = L;  // binary search: the last expert whose padding starts at or before p
-    while (last - first > 1) {
-        const int32_t middle = (first + last) / 2;
-        if (padding_starts[middle] <= p)
-            first = middle;
-        else
-            last = middle;
-    }
-    return int64_t(expert_starts[first + 1]) - (padding_starts[first + 1] - p);
+    const int32_t expert = last_start_at_or_below(padding_starts, L, p);  // the expert whose padding holds p
+    return int64_t(expert_starts[expert + 1]) - (padding_starts[expert + 1] - p);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
