@@ -19,6 +19,7 @@
 #include "launch/ht_launch.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/ll/dispatch.cuh"
+#include "core/env_flag.hpp"
 
 namespace switchyard {
 namespace {
@@ -159,10 +160,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
     // SWITCHYARD_NO_PDL=1 turns the chaining off (an A/B knob, read once per process).
-    static const bool pdl_disabled = [] {
-        const char* value = std::getenv("SWITCHYARD_NO_PDL");
-        return value && value[0] == '1';
-    }();
+    static const bool pdl_disabled = core::env_flag("SWITCHYARD_NO_PDL");
     impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1 && !pdl_disabled;
     impl.device_sms = num_sms;
     if (config.enable_low_latency) {

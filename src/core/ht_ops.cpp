@@ -17,6 +17,7 @@
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/ht/ht_trace.cuh"
 #include "switchyard/sm_model.hpp"
+#include "core/env_flag.hpp"
 
 namespace switchyard {
 namespace {
@@ -57,10 +58,7 @@ int combine_send_group(int num_sms) {
 // against 236 us at 40 (2 x H200, EP2, 71320ca; design notes §3). It needs y's rows 16-byte
 // aligned and at least two records in the stages.
 int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::RecordLayout& record) {
-    static const bool bulk_send = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_BULK_SEND");
-        return value && value[0] == '1';
-    }();
+    static const bool bulk_send = core::env_flag("SWITCHYARD_HT_COMBINE_BULK_SEND");
     const int32_t stages = device::ht_bulk_send_stages(record.total_bytes);
     const bool aligned = reinterpret_cast<uintptr_t>(y.ptr()) % 16 == 0 && (y.strides[0] * 2) % 16 == 0;
     return rank_major && bulk_send && aligned && stages >= 2 ? stages : 0;
@@ -72,10 +70,7 @@ int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::
 enum class HtTracedOp { kDispatch = 0, kCombine = 1 };
 
 uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
-    static const bool enabled = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_TRACE");
-        return value && value[0] == '1';
-    }();
+    static const bool enabled = core::env_flag("SWITCHYARD_HT_TRACE");
     if (!enabled) return nullptr;
     if (impl.ht_trace_host == nullptr) {  // one slot array per traced op
         const auto slots = core::allocate_mapped_host<uint64_t>(2 * device::kHtTraceSlots);
@@ -341,10 +336,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         // but on 2 x H200 a 1,000-iteration soak with them read stale rows on the other GPU after
         // the completion flag (iteration 126), and passed with plain stores: until the bulk path's
         // ordering is understood it is opt-in, for investigation (SWITCHYARD_HT_BULK_STORES=1).
-        static const bool bulk_stores = [] {
-            const char* value = std::getenv("SWITCHYARD_HT_BULK_STORES");
-            return value && value[0] == '1';
-        }();
+        static const bool bulk_stores = core::env_flag("SWITCHYARD_HT_BULK_STORES");
         dispatch.generic_stores = bulk_stores ? 0 : 1;
         dispatch.recv_info = handle->recv_info.data<int32_t>();
         dispatch.expert_alignment = checked.expert_alignment;
@@ -511,10 +503,8 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
         combine.publish = launch::combine_publisher() ? 1 : 0;
-        static const bool entry_handshake = [] {  // SWITCHYARD_HT_COMBINE_ENTRY=1: an A/B knob
-            const char* value = std::getenv("SWITCHYARD_HT_COMBINE_ENTRY");
-            return value && value[0] == '1';
-        }();
+        // SWITCHYARD_HT_COMBINE_ENTRY=1: an A/B knob
+        static const bool entry_handshake = core::env_flag("SWITCHYARD_HT_COMBINE_ENTRY");
         combine.entry_handshake = entry_handshake ? 1 : 0;
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());

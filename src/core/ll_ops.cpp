@@ -16,6 +16,7 @@
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
+#include "core/env_flag.hpp"
 
 namespace switchyard {
 namespace {
@@ -71,10 +72,7 @@ void require_aligned_rows(const TensorView& view, const char* name) {
 // into mapped host memory (one slot set per kind and half), and the next call of the same kind
 // prints the previous op's phase times to stderr. Read once per process.
 bool ll_trace_enabled() {
-    static const bool enabled = [] {
-        const char* value = std::getenv("SWITCHYARD_LL_TRACE");
-        return value && value[0] == '1';
-    }();
+    static const bool enabled = core::env_flag("SWITCHYARD_LL_TRACE");
     return enabled;
 }
 

@@ -1,4 +1,5 @@
 #include "jit/knobs.hpp"
+#include "core/env_flag.hpp"
 
 #include <unistd.h>
 
@@ -8,14 +9,6 @@
 
 namespace switchyard::jit {
 namespace {
-
-// "1", "true", "yes", "on" enable a flag; unset, empty and "0" leave it off.
-bool env_flag(const char* name) {
-    const char* value = std::getenv(name);
-    if (!value || !*value) return false;
-    const std::string text(value);
-    return text != "0" && text != "false" && text != "no" && text != "off";
-}
 
 std::string default_cache_dir() {
     if (const char* home = std::getenv("HOME"); home && *home)
@@ -30,16 +23,16 @@ Knobs read_knobs() {
     Knobs knobs;
     const char* dir = std::getenv("SWITCHYARD_CACHE_DIR");
     knobs.cache_dir = (dir && *dir) ? std::string(dir) : default_cache_dir();
-    knobs.debug = env_flag("SWITCHYARD_JIT_DEBUG");
-    knobs.dump_ptx = env_flag("SWITCHYARD_JIT_DUMP_PTX");
-    knobs.dump_sass = env_flag("SWITCHYARD_JIT_DUMP_SASS");
-    knobs.line_info = env_flag("SWITCHYARD_JIT_LINE_INFO");
-    knobs.fail_on_spills = env_flag("SWITCHYARD_JIT_FAIL_ON_SPILLS");
+    knobs.debug = core::env_flag("SWITCHYARD_JIT_DEBUG");
+    knobs.dump_ptx = core::env_flag("SWITCHYARD_JIT_DUMP_PTX");
+    knobs.dump_sass = core::env_flag("SWITCHYARD_JIT_DUMP_SASS");
+    knobs.line_info = core::env_flag("SWITCHYARD_JIT_LINE_INFO");
+    knobs.fail_on_spills = core::env_flag("SWITCHYARD_JIT_FAIL_ON_SPILLS");
     return knobs;
 }
 
 bool debug_enabled() {
-    return env_flag("SWITCHYARD_JIT_DEBUG");
+    return core::env_flag("SWITCHYARD_JIT_DEBUG");
 }
 
 void debug_log(const std::string& message) {

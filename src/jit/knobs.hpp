@@ -8,7 +8,8 @@
 //   SWITCHYARD_JIT_LINE_INFO=1         compile with -lineinfo (for profilers / compute-sanitizer)
 //   SWITCHYARD_JIT_FAIL_ON_SPILLS=1    throw CompileError when ptxas reports register spills
 //   SWITCHYARD_JIT_PLAIN_LAUNCHES=1    cooperative launches become plain ones (launch.cpp; an
-//                                      experiment: no measurable difference on H200, HT or LL)
+//                                      experiment: it showed that a cooperative HT dispatch did not
+//                                      start early under PDL, which chained dispatches now avoid)
 //   SWITCHYARD_JIT_CARVEOUT=<0..100>   one preferred shared-memory carveout for every kernel
 //                                      (kernel.cpp; an experiment on kernel-switch cost)
 #pragma once

@@ -6,6 +6,7 @@
 
 #include "jit/jit.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
+#include "core/env_flag.hpp"
 
 namespace switchyard::launch {
 
@@ -36,10 +37,7 @@ const jit::CachedKernel& cached_ht_combine(bool publish) {
 }  // namespace
 
 bool combine_publisher() {
-    static const bool publisher = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_PUBLISHER");
-        return !(value && value[0] == '0');
-    }();
+    static const bool publisher = core::env_flag("SWITCHYARD_HT_COMBINE_PUBLISHER", true);
     return publisher;
 }
 
