@@ -30,9 +30,10 @@
 namespace switchyard::device {
 
 // The notify entry one source writes into each destination's workspace: 64-bit words, the op's
-// sequence, then each count with the sequence's low 32 bits above it. A word is written by one
-// store, so a reader that sees this op's tag sees this op's count: the entry needs no fence at the
-// sender (one fence and one release store cost ~5 us on H200) and the reader waits on every word.
+// sequence, then each count with the sequence's low 32 bits above it: the source's token count
+// (nothing reads it today), rows to each rank, rows to each of the peer's experts. A word is
+// written by one store, so a reader that sees this op's tag sees this op's count: the entry needs no fence at
+// the sender (one fence and one release store cost ~5 us on H200) and the reader waits on every word.
 struct HtNotifyView {
     uint64_t* words;
     int32_t num_ranks;
@@ -52,7 +53,6 @@ struct HtNotifyView {
         return tag_of(word) == uint32_t(sequence);
     }
     SY_HOST_DEVICE uint64_t* sequence() const { return words; }
-    SY_HOST_DEVICE uint64_t* num_tokens_word() const { return words + 1; }
     SY_HOST_DEVICE uint64_t* rows_to_word(int32_t rank) const { return words + 2 + rank; }
     SY_HOST_DEVICE uint64_t* expert_rows_word(int32_t expert) const { return words + 2 + num_ranks + expert; }
 };
