@@ -29,11 +29,8 @@ namespace {
 // overrides it, for tuning (read once per process: the op's host path stays free of environment
 // lookups).
 int combine_send_warps() {
-    static const int send_warps = [] {
-        const int fallback = launch::combine_publisher() ? 4 : 6;
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_WARPS");
-        return value && *value ? std::clamp(std::atoi(value), 1, 15) : fallback;
-    }();
+    static const int send_warps =
+        core::env_int("SWITCHYARD_HT_COMBINE_SEND_WARPS", launch::combine_publisher() ? 4 : 6, 1, 15);
     return send_warps;
 }
 
@@ -44,12 +41,18 @@ int combine_send_warps() {
 // ht-combine-knobs-8c58851). SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per
 // process), for tuning.
 int combine_send_group(int num_sms) {
-    static const int forced = [] {
-        const char* value = std::getenv("SWITCHYARD_HT_COMBINE_SEND_GROUP");
-        return value && *value ? std::clamp(std::atoi(value), 1, 32) : 0;
-    }();
+    static const int forced = core::env_int("SWITCHYARD_HT_COMBINE_SEND_GROUP", 0, 1, 32);
     if (forced > 0) return forced;
     return num_sms <= 16 ? 8 : 4;
+}
+
+// Tokens a dispatch warp claims at a time (WarpTokens in ht/dispatch.cuh); 0 keeps the static
+// split of tokens over warps. One token, claimed a token ahead, was best on 2 x H200 (EP2, 4,096
+// tokens: 120.2 us at 16 SMs and 122.4 at 24 against 128.0 and 140.7 static; 2 tokens 121.5 / 125.3;
+// 8 tokens 128.5 / 142.2). SWITCHYARD_HT_CLAIM_TOKENS overrides it (read once per process).
+int dispatch_claim_tokens() {
+    static const int tokens = core::env_int("SWITCHYARD_HT_CLAIM_TOKENS", 1, 0, 64);
+    return tokens;
 }
 
 // Rank-major combine rows leave through bulk copies (combine_bulk_send.cuh) only when
@@ -77,10 +80,22 @@ uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
         impl.ht_trace_host = slots.host;
         impl.ht_trace_device = slots.device;
     }
-    static const char* const kDispatchNames[device::kHtDispatchMarks] = {
-        "start",          "layout end",  "layout loaded", "layout published", "layout looked back",
-        "dispatch start", "layout done", "notified",      "counts in",        "sent",
-        "signalled",      "rows in",     "end",           "receive start",    "receive end"};
+    static const char* const kDispatchNames[device::kHtDispatchMarks] = {"start",
+                                                                         "layout end",
+                                                                         "layout loaded",
+                                                                         "layout published",
+                                                                         "layout looked back",
+                                                                         "dispatch start",
+                                                                         "layout done",
+                                                                         "notified",
+                                                                         "counts in",
+                                                                         "sent",
+                                                                         "first sent",
+                                                                         "signalled",
+                                                                         "rows in",
+                                                                         "end",
+                                                                         "receive start",
+                                                                         "receive end"};
     static const char* const kCombineNames[device::kHtCombineMarks] = {
         "start", "entered", "senders done", "publisher done", "reduce done", "end"};
     const bool dispatch = op == HtTracedOp::kDispatch;
@@ -338,6 +353,12 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         // ordering is understood it is opt-in, for investigation (SWITCHYARD_HT_BULK_STORES=1).
         static const bool bulk_stores = core::env_flag("SWITCHYARD_HT_BULK_STORES");
         dispatch.generic_stores = bulk_stores ? 0 : 1;
+        // This rank's own rows leave through a bulk store (they stay on this GPU, so the ordering
+        // question above does not arise) and cost the lanes no stores: 2-3% at EP2 on 2 x H200.
+        // SWITCHYARD_HT_SELF_BULK_STORES=0 copies them as the peers' rows (an A/B knob).
+        static const bool self_bulk = core::env_flag("SWITCHYARD_HT_SELF_BULK_STORES", true);
+        dispatch.self_bulk = self_bulk ? 1 : 0;
+        dispatch.claim_tokens = dispatch_claim_tokens();
         dispatch.recv_info = handle->recv_info.data<int32_t>();
         dispatch.expert_alignment = checked.expert_alignment;
         dispatch.masked_layout = checked.layout == RecvLayout::kExpertMasked ? 1 : 0;
@@ -502,6 +523,10 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         const int num_sms = choose_num_sms(impl, args.num_sms, handle->num_experts, K, SmModelOp::kCombine);
         combine.send_warps = combine_send_warps();
         combine.send_group = combine_send_group(num_sms);
+        // Sender warps claim their rows at run time (SWITCHYARD_HT_COMBINE_CLAIM=0: the strided
+        // static split, an A/B knob): 210.5 against 247 us at 24 SMs (design notes §3).
+        static const bool claim_sends = core::env_flag("SWITCHYARD_HT_COMBINE_CLAIM", true);
+        combine.claim_sends = claim_sends ? 1 : 0;
         combine.publish = launch::combine_publisher() ? 1 : 0;
         // SWITCHYARD_HT_COMBINE_ENTRY=1: an A/B knob
         static const bool entry_handshake = core::env_flag("SWITCHYARD_HT_COMBINE_ENTRY");

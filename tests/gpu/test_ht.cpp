@@ -34,6 +34,7 @@ struct Case {
     CountMode counts = CountMode::kHostSynced;
     bool weights = true;
     bool one_expert = false;
+    int num_sms = 0;  // 0: the SM model's choice
     uint32_t seed = 1;
     std::string name() const {
         static const char* layouts[] = {"rank-major", "expert-contiguous", "expert-masked"};
@@ -44,7 +45,7 @@ struct Case {
                      : "/fp32";
         return std::string(layouts[int(layout)]) + " " + p +
                (counts == CountMode::kHostSynced ? " host" : " device") + " H" + std::to_string(hidden) +
-               " K" + std::to_string(topk);
+               " K" + std::to_string(topk) + (num_sms > 0 ? " on " + std::to_string(num_sms) + " SM(s)" : "");
     }
 };
 
@@ -170,6 +171,7 @@ DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, Ra
     args.quantize_format =
         c.quantize_format == ref::ScaleFormat::kUE8M0 ? ScaleFormat::kUE8M0 : ScaleFormat::kFloat32;
     args.counts = c.counts;
+    args.num_sms = c.num_sms;
     return args;
 }
 
@@ -345,6 +347,7 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
                     : TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows}, dev);
             combine.weighted = mode.weighted;
             combine.hierarchical = mode.hierarchical;
+            combine.num_sms = c.num_sms;
             if (mode.biases >= 1)
                 combine.bias0 =
                     TensorView::contiguous(bias_device.data(), DType::kBFloat16, {T, c.hidden}, dev);
@@ -395,9 +398,9 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
     env.communicator->barrier(kHostTimeout);
 }
 
-BufferConfig ht_config() {
+BufferConfig ht_config(int max_tokens = 48) {
     BufferConfig config;
-    config.max_tokens_per_rank = 48;
+    config.max_tokens_per_rank = max_tokens;
     config.max_hidden = 512;
     config.max_topk = 8;
     config.max_experts = 64;
@@ -470,3 +473,34 @@ SY_TEST(HighThroughput, MatchesReferenceAllConfigs) {
 }
 
 SY_TEST_MAIN()
+
+// Many tokens on one SM: the dispatch's warps then send most tokens from chunks they claim at run
+// time (WarpTokens), which the cases above, with few tokens per warp, never reach.
+SY_TEST(HighThroughput, ManyTokensOnOneSm) {
+    require_gpus(1);
+    std::vector<Case> cases;
+    for (RecvLayout layout : {RecvLayout::kRankMajor, RecvLayout::kExpertContiguous}) {
+        Case c;
+        c.max_tokens = 640;
+        c.num_sms = 1;
+        c.layout = layout;
+        c.counts = CountMode::kDevice;
+        c.seed = 4242 + int(layout);
+        if (layout == RecvLayout::kExpertContiguous) {  // quantized in the kernel: no prefetch path
+            c.quantize = true;
+            c.alignment = 4;
+            c.zero_padding = true;
+        }
+        cases.push_back(c);
+    }
+    for (const RankConfig& rc : standard_rank_configs()) {
+        run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
+            Buffer buffer(env.communicator, env.device, ht_config(640));
+            for (const Case& c : cases) run_case(env, buffer, c);
+            buffer.synchronize();
+            if (env.rank == 0)
+                std::printf("  %s: %zu cases of 640 tokens on one SM bit-exact\n", rc.name().c_str(),
+                            cases.size());
+        });
+    }
+}

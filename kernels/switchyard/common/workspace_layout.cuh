@@ -10,7 +10,7 @@
 
 namespace switchyard::device {
 
-constexpr int32_t kHtTraceMaxMarks = 16;  // marks of the longest HT op timeline (dispatch: 15)
+constexpr int32_t kHtTraceMaxMarks = 16;  // marks of the longest HT op timeline (dispatch: 16)
 
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {
@@ -31,9 +31,9 @@ enum Counter : int32_t {
     // The same for the high-throughput kernels (dispatch and combine share the op sequence).
     kCounterHtRunning = 10,
     kCounterHtStartNs = 11,
-    // Combine chunks claimed by reducing warps in the running op (publisher variant; reset by the
-    // HT kernel's last block).
-    kCounterHtCombineNextChunk = 12,
+    // Work items claimed so far in the running HT kernel: dispatch token chunks (claim_tokens),
+    // combine chunks (publisher variant). The kernel's last block resets it.
+    kCounterHtNextItem = 12,
     // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
     kCounterLlTraceBlocks = 13,
     kCounterLlTraceStart = 14,
@@ -52,9 +52,11 @@ enum Counter : int32_t {
     // The HT sequence of the last dispatch on this buffer (its kernel's last block writes it): a
     // combine that directly follows a dispatch needs no entry handshake (ht/combine.cuh).
     kCounterHtLastDispatch = 22,
+    // Combine rows claimed by sender warps in the running op (claimed sends; the last block resets it).
+    kCounterHtNextSendItem = 23,
     // SWITCHYARD_HT_TRACE only: one counter per mark of the running op's timeline (ht_trace.cuh),
     // and the blocks of its last kernel done (the last one copies the marks out and resets them).
-    kCounterHtTraceFirst = 23,
+    kCounterHtTraceFirst = 24,
     kCounterHtTraceBlocks = kCounterHtTraceFirst + kHtTraceMaxMarks,
     kNumCounters = kCounterHtTraceBlocks + 1,
 };

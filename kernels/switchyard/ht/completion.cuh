@@ -44,7 +44,7 @@ SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t 
             ptx::st_release_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
     counters[kCounterHtBlocksDone] = 0;
-    counters[kCounterHtCombineNextChunk] = 0;
+    counters[kCounterHtNextItem] = counters[kCounterHtNextSendItem] = 0;
     if (op_counter >= 0) counters[op_counter] = sequence;
     counters[kCounterHt] = sequence;
 }
@@ -67,7 +67,7 @@ SY_DEVICE void finish_locally(const HtCommon& c, uint64_t* counters, int64_t don
             ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
     counters[kCounterHtBlocksDone] = 0;
-    counters[kCounterHtCombineNextChunk] = 0;
+    counters[kCounterHtNextItem] = counters[kCounterHtNextSendItem] = 0;
     counters[kCounterHt] = sequence;
 }
 

@@ -5,7 +5,7 @@
 //                   the op's sequence, so no fence orders them; every block waits until all peers'
 //                   words carry this op's tag, which also proves each destination has entered this
 //                   op (its region is free);
-//  send_tokens      each warp owns a contiguous token range; a token is staged once in shared
+//  send_tokens      each warp claims tokens one at a time (WarpTokens); a token is staged once in shared
 //                   memory (bulk load, or quantized by the warp) and stored to every destination
 //                   rank at its final rank-major row: sum of earlier sources' rows plus the token's
 //                   slot (a deterministic prefix sum from the layout kernel); per-destination
@@ -317,12 +317,15 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* 
                 meta[2 + c.topk + lane] = __float_as_int(owned ? weight : 0.0f);
                 meta[2 + 2 * c.topk + lane] = owned ? position : -1;
             }
+            // Own rows may leave through a bulk store even when the peers' do not: nothing outside
+            // this GPU reads them before the kernel ends, and the copy then costs no lane stores.
+            const bool bulk = !args.generic_stores || (args.self_bulk && q == c.rank);
             if (lane == 0) {
                 meta[0] = token;
                 meta[1] = ordinal;
-                if (!args.generic_stores) ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
+                if (bulk) ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
             }
-            if (args.generic_stores)
+            if (!bulk)
                 for (int64_t offset = int64_t(lane) * 16; offset < r.meta_offset; offset += 32 * 16)
                     *reinterpret_cast<uint4*>(record + offset) =
                         *reinterpret_cast<const uint4*>(stage + offset);
@@ -332,6 +335,45 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* 
     if (lane == 0) ptx::bulk_commit();
     __syncwarp();
 }
+
+// The tokens one warp sends, in order. Static (chunk == 0): warp w of W owns [T * w / W,
+// T * (w + 1) / W). Claimed (chunk > 0): warp w starts with tokens [w * chunk, (w + 1) * chunk) and
+// then takes chunks of `chunk` tokens from a counter of this rank's workspace, so warps that run
+// faster send more (with static ranges at 4,096 tokens the first warp finished 60 us before the
+// last). Each claim is issued one chunk ahead, so its latency hides behind the chunk before it.
+// Which warp sends a token does not change where its rows land. Warp-collective.
+struct WarpTokens {
+    int32_t num_tokens, total_warps, chunk;
+    unsigned long long* claimed;   // tokens claimed past the first chunks (reset by the last block)
+    int32_t end = 0;               // end of the current range
+    unsigned long long ahead = 0;  // lane 0: the claim for the chunk after this one
+
+    SY_DEVICE void claim_ahead() {
+        if (ptx::lane_id() == 0) ahead = atomicAdd(claimed, (unsigned long long)chunk);
+    }
+    SY_DEVICE int begin(int global_warp) {
+        int first;
+        if (chunk == 0) {
+            first = int(int64_t(num_tokens) * global_warp / total_warps);
+            end = int(int64_t(num_tokens) * (global_warp + 1) / total_warps);
+        } else {
+            first = int(min64(int64_t(global_warp) * chunk, num_tokens));
+            end = int(min64(int64_t(first) + chunk, num_tokens));
+            if (first < end) claim_ahead();
+        }
+        return first < end ? first : -1;
+    }
+    // The token after `token`, or -1 when the warp is done.
+    SY_DEVICE int after(int token) {
+        if (token + 1 < end) return token + 1;
+        if (chunk == 0) return -1;
+        const int64_t first = int64_t(total_warps) * chunk + int64_t(__shfl_sync(0xffffffffu, ahead, 0));
+        if (first >= num_tokens) return -1;
+        end = int(min64(first + chunk, num_tokens));
+        claim_ahead();
+        return int(first);
+    }
+};
 
 }  // namespace ht_detail
 
@@ -378,40 +420,44 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     }
     __syncthreads();
 
-    // send_tokens: warp w of the grid owns tokens [T * w / W, T * (w + 1) / W).
+    // send_tokens: each warp walks its tokens (WarpTokens) through two shared-memory stages.
     if (ok) {
         const int global_warp = blockIdx.x * num_warps + warp, total_warps = gridDim.x * num_warps;
-        const int first = int(int64_t(c.num_tokens) * global_warp / total_warps);
-        const int last = int(int64_t(c.num_tokens) * (global_warp + 1) / total_warps);
+        ht_detail::WarpTokens tokens{c.num_tokens, total_warps, args.claim_tokens,
+                                     reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem)};
         uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * args.stage_bytes;
         uint32_t phases[2] = {0u, 0u};
         // Without quantization the next token's bulk load is issued before this token is sent,
         // so its latency hides behind the sends.
         const bool prefetch = !args.quantize;
-        for (int token = first; token < last; ++token) {
-            const int stage = (token - first) & 1;
-            if (!prefetch || token == first) {
+        int token = tokens.begin(global_warp);
+        for (int index = 0; token >= 0; ++index) {
+            const int stage = index & 1;
+            if (!prefetch || index == 0) {
                 // The stores issued from this stage two tokens ago must have read it.
                 if (lane == 0) ptx::bulk_wait_read<1>();
                 __syncwarp();
             }
             ht_detail::stage_token(args, token, stages + int64_t(stage) * args.stage_bytes,
-                                   &stage_barriers[warp][stage], phases[stage], prefetch && token != first);
-            if (prefetch && token + 1 < last) {
-                const int next = stage ^ 1;
-                // The next stage was last read by the stores of token - 1: let them finish reading.
+                                   &stage_barriers[warp][stage], phases[stage], prefetch && index != 0);
+            const int next = tokens.after(token);
+            if (prefetch && next >= 0) {
+                const int next_stage = stage ^ 1;
+                // The next stage was last read by the stores of the previous token: let them finish reading.
                 if (lane == 0) {
                     ptx::bulk_wait_read<0>();
-                    ht_detail::issue_load(args, token + 1, stages + int64_t(next) * args.stage_bytes,
-                                          &stage_barriers[warp][next]);
+                    ht_detail::issue_load(args, next, stages + int64_t(next_stage) * args.stage_bytes,
+                                          &stage_barriers[warp][next_stage]);
                 }
                 __syncwarp();
             }
             ht_detail::send_token(args, token, stages + int64_t(stage) * args.stage_bytes, dest_offset);
+            token = next;
         }
         if (lane == 0) {
             ptx::bulk_wait<0>();
             ht_detail::trace_mark(args.trace, counters, kHtDispatchSent);
+            ht_detail::trace_mark(args.trace, counters, kHtDispatchFirstSent, true);
         }
         __syncwarp();
     }

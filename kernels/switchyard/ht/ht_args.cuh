@@ -56,6 +56,8 @@ struct HtDispatchArgs {
     RecordLayout record;                   // records as they land in the receive region
     int32_t stage_bytes;     // shared memory per pipeline stage (payload + scales of one record)
     int32_t generic_stores;  // 1: lanes copy the staged record with 16-byte stores instead of a bulk store
+    int32_t self_bulk;       // 1: this rank's own rows always leave through a bulk store (local memory)
+    int32_t claim_tokens;    // > 0: warps claim tokens in chunks of this many (WarpTokens); 0: static ranges
     // Outputs for the receiver side (this rank as a destination).
     int32_t* recv_info;  // HtRecvInfoLayout
     int32_t expert_alignment;
@@ -92,9 +94,10 @@ struct HtCombineArgs {
     int32_t layout_kind;  // of the dispatch
     int32_t mode;         // 0 rank-major sum, 1 expert flat, 2 expert hierarchical
     int32_t weighted;
-    int32_t send_warps;  // warps per block that send rows; the others reduce as rows arrive
-    int32_t send_group;  // rows a sender warp writes per system fence and arrival (1..32)
-    int32_t publish;     // 1: one warp per block fences and signals the senders' rows (combine_publish.cuh)
+    int32_t send_warps;   // warps per block that send rows; the others reduce as rows arrive
+    int32_t send_group;   // rows a sender warp writes per system fence and arrival (1..32)
+    int32_t claim_sends;  // 1: sender warps claim groups of consecutive rows at run time; 0: strided
+    int32_t publish;      // 1: one warp per block fences and signals the senders' rows (combine_publish.cuh)
     int32_t entry_handshake;  // 1: announce and wait for entry even right after a dispatch (an A/B knob)
     int32_t bulk_stages;      // > 0: rank-major rows leave through one bulk-copy warp per block with this
                               // many shared-memory stages (combine_bulk_send.cuh); 0: register senders

@@ -23,6 +23,7 @@ enum HtDispatchMark : int32_t {
     kHtDispatchNotified,    // block 0 sent its counts to every peer
     kHtDispatchCounts,      // every block has all peers' counts (the entry handshake)
     kHtDispatchSent,        // the last warp's rows issued and drained
+    kHtDispatchFirstSent,   // first: the first warp's rows issued and drained (with Sent: the spread)
     kHtDispatchSignalled,   // the last block raised "done" at every destination
     kHtDispatchArrived,     // every source's "done" seen here
     kHtDispatchEnd,         // the last dispatch block ended
@@ -30,8 +31,8 @@ enum HtDispatchMark : int32_t {
     kHtReceiveEnd,          // the last receive block ended
     kHtDispatchMarks,
 };
-constexpr uint32_t kHtDispatchFirstMarks =
-    (1u << kHtLayoutStart) | (1u << kHtDispatchStart) | (1u << kHtReceiveStart);
+constexpr uint32_t kHtDispatchFirstMarks = (1u << kHtLayoutStart) | (1u << kHtDispatchStart) |
+                                           (1u << kHtDispatchFirstSent) | (1u << kHtReceiveStart);
 
 enum HtCombineMark : int32_t {
     kHtCombineStart = 0,  // first: the first block started
