@@ -43,7 +43,7 @@ struct SmModelInput {
     double headroom = 1.25;  // over the balanced-load estimate
     ArchBandwidth bandwidth{};
     SmModelOp op = SmModelOp::kDispatch;
-    double combine_send_fraction = 6.0 / 16.0;  // sending warps of an HT combine block (6 of 16)
+    double combine_send_fraction = 10.0 / 16.0;  // an HT combine block's share of its write rate
 };
 
 struct SmModelResult {

@@ -38,12 +38,14 @@ int combine_send_warps() {
 // have fewer sender warps, and each then needs more rows in flight between its fences: at 16 SMs
 // 8 rows per fence took 287-288 us against 302-303 us with 4, while at 40 SMs 4 rows took 237 us
 // against 254-255 us with 8 (2 x H200, EP2, 4096 tokens, logs ht-bench-send-group-7da09d9 and
-// ht-combine-knobs-8c58851). SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per
-// process), for tuning.
+// ht-combine-knobs-8c58851). Since the senders claim their rows (6fa0db8), 2 rows beat 4 above 16
+// SMs (207.2 / 209.7 / 209.3 against 210.5 / 214.6 / 212.8 us at 24 / 32 / 40 SMs) and 8 stays best
+// at 16 (238.8 against 240.6 with 4, 250.7 with 2; log ht-ab-runs-eighth-session).
+// SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per process), for tuning.
 int combine_send_group(int num_sms) {
     static const int forced = core::env_int("SWITCHYARD_HT_COMBINE_SEND_GROUP", 0, 1, 32);
     if (forced > 0) return forced;
-    return num_sms <= 16 ? 8 : 4;
+    return num_sms <= 16 ? 8 : 2;
 }
 
 // Tokens a dispatch warp claims at a time (WarpTokens in ht/dispatch.cuh); 0 keeps the static
@@ -140,9 +142,12 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl.device);
     input.bandwidth = default_arch_bandwidth(major);
     input.op = op;
-    // The model's share of a combine block's write throughput stays that of 6 fenced senders of
-    // 16: the publisher's 4 senders, which never stall in fences, move as much (combine_send_warps).
-    input.combine_send_fraction = 6.0 / 16.0;
+    // The model's share of a combine block's write throughput (a calibration constant that the
+    // bench's sweep checks): 10 of 16 warps' worth. The publisher's 4 senders, which never stall in
+    // fences and claim their rows, move that much: since the claims (6fa0db8) 24 SMs are as fast
+    // as 40 (207-211 against 209-213 us on 2 x H200, EP2), and 10 / 16 makes the model pick 24
+    // there (6 / 16, the share before, picked 40).
+    input.combine_send_fraction = 10.0 / 16.0;
     return std::max(1, model_num_sms(input).num_sms);
 }
 

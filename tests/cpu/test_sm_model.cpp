@@ -45,11 +45,16 @@ SY_TEST(SmModel, Ep2OnH200ByHand) {
 }
 
 SY_TEST(SmModel, Ep2CombineWritesWithItsSendingWarpsOnly) {
-    // The combine's SMs write at 6/16 of the rate: exact = 12 / 0.375 = 32; * 1.25 = 40.
+    // The combine's SMs write at 10/16 of the rate: exact = 12 / 0.625 = 19.2; * 1.25 = 24.
     SmModelInput input;
     input.num_ranks = 2;
     input.op = SmModelOp::kCombine;
-    const SmModelResult result = model_num_sms(input);
+    SmModelResult result = model_num_sms(input);
+    SY_CHECK(near(result.exact_sms, 390.0 / 0.5 / (65.0 * 10.0 / 16.0), 1e-9));
+    SY_CHECK_EQ(result.num_sms, 24);
+    // At 6/16: exact = 12 / 0.375 = 32; * 1.25 = 40.
+    input.combine_send_fraction = 6.0 / 16.0;
+    result = model_num_sms(input);
     SY_CHECK(near(result.exact_sms, 390.0 / 0.5 / (65.0 * 6.0 / 16.0), 1e-9));
     SY_CHECK_EQ(result.num_sms, 40);
     input.combine_send_fraction = 0.0;
