@@ -15,7 +15,7 @@
 #include "core/validation.hpp"
 #include "launch/ht_launch.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
-#include "switchyard/ht/ht_trace.cuh"
+#include "switchyard/common/op_trace.cuh"
 #include "switchyard/sm_model.hpp"
 #include "core/env_flag.hpp"
 
@@ -70,7 +70,7 @@ int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::
 }
 
 // SWITCHYARD_HT_TRACE=1 (a profiling aid, read once per process): the dispatch and combine kernels
-// write their timelines (kernels/switchyard/ht/ht_trace.cuh) into mapped host memory, and the next
+// write their timelines (kernels/switchyard/common/op_trace.cuh) into mapped host memory, and the next
 // call of the same op prints the previous one's to stderr, in us after its first block started.
 enum class HtTracedOp { kDispatch = 0, kCombine = 1 };
 

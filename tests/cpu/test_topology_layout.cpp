@@ -176,3 +176,16 @@ SY_TEST(HtNotify, TaggedCountsTellThisOpFromEarlierAndLaterOnes) {
     SY_CHECK(HtNotifyView::written_by(HtNotifyView::tagged(wrap + 1, 3), wrap + 1));
     SY_CHECK(!HtNotifyView::reached(HtNotifyView::tagged(wrap, 3), wrap + 1));
 }
+
+SY_TEST(HtNotify, EntryWordsFitTheWorkspaceEntry) {
+    using device::HtNotifyView;
+    // {sequence, rows_to[R], expert_rows[L]}: EP8 with 32 local experts has 41 words.
+    uint64_t words[41] = {};
+    const HtNotifyView entry{words, 8};
+    SY_CHECK_EQ(HtNotifyView::num_words(8, 32), 41);
+    SY_CHECK(entry.sequence() == words);
+    SY_CHECK(entry.rows_to_word(0) == words + 1 && entry.rows_to_word(7) == words + 8);
+    SY_CHECK(entry.expert_rows_word(0) == words + 9 && entry.expert_rows_word(31) == words + 40);
+    const auto layout = device::WorkspaceLayout::make(8, 32);
+    SY_CHECK(layout.ht_notify_entry_bytes >= 8 * 41 && layout.ht_notify_entry_bytes % 16 == 0);
+}

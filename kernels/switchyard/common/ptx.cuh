@@ -166,27 +166,35 @@ SY_DEVICE void mbarrier_arrive(uint64_t* barrier) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(barrier)) : "memory");
 }
 
-// Whether the phase of `parity` has completed (acquire at block scope), without waiting.
-SY_DEVICE bool mbarrier_test_wait_parity(uint64_t* barrier, uint32_t parity) {
+// Whether the phase of `parity` has completed (acquire at block scope): test_wait answers at once,
+// try_wait may first suspend the thread for a while (a system-dependent limit) before it reports
+// that the phase is not done. Callers loop on either.
+#define SY_MBARRIER_PARITY_CHECK(instruction)                    \
+    "{\n .reg .pred p;\n mbarrier." instruction                  \
+    ".parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, " \
+    "p;\n}\n"
+template <bool kMaySuspend>
+SY_DEVICE bool mbarrier_check_parity(uint64_t* barrier, uint32_t parity) {
     uint32_t done;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
-        "p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_address(barrier)), "r"(parity)
-        : "memory");
+    if constexpr (kMaySuspend)
+        asm volatile(SY_MBARRIER_PARITY_CHECK("try_wait")
+                     : "=r"(done)
+                     : "r"(smem_address(barrier)), "r"(parity)
+                     : "memory");
+    else
+        asm volatile(SY_MBARRIER_PARITY_CHECK("test_wait")
+                     : "=r"(done)
+                     : "r"(smem_address(barrier)), "r"(parity)
+                     : "memory");
     return done != 0;
 }
+#undef SY_MBARRIER_PARITY_CHECK
 
+SY_DEVICE bool mbarrier_test_wait_parity(uint64_t* barrier, uint32_t parity) {
+    return mbarrier_check_parity<false>(barrier, parity);
+}
 SY_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
-    uint32_t done;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
-        "p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_address(barrier)), "r"(parity)
-        : "memory");
-    return done != 0;
+    return mbarrier_check_parity<true>(barrier, parity);
 }
 
 // --- Bulk copies (TMA, 1-D): sizes and addresses multiples of 16 bytes ------------------------------

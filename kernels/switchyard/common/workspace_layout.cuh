@@ -54,12 +54,18 @@ enum Counter : int32_t {
     kCounterHtLastDispatch = 22,
     // Combine rows claimed by sender warps in the running op (claimed sends; the last block resets it).
     kCounterHtNextSendItem = 23,
-    // SWITCHYARD_HT_TRACE only: one counter per mark of the running op's timeline (ht_trace.cuh),
+    // SWITCHYARD_HT_TRACE only: one counter per mark of the running op's timeline (common/op_trace.cuh),
     // and the blocks of its last kernel done (the last one copies the marks out and resets them).
     kCounterHtTraceFirst = 24,
     kCounterHtTraceBlocks = kCounterHtTraceFirst + kHtTraceMaxMarks,
     kNumCounters = kCounterHtTraceBlocks + 1,
 };
+
+// 64-bit words of the HT notify entry one source writes to each destination: {sequence,
+// rows_to[R], expert_rows[L]}, each count tagged with the op's sequence (HtNotifyView, ht/dispatch.cuh).
+SY_HOST_DEVICE constexpr int64_t ht_notify_words(int32_t num_ranks, int32_t local_experts) {
+    return 1 + int64_t(num_ranks) + local_experts;
+}
 
 // Home tokens per combine arrival counter: small, so the reduce can follow the arrivals closely
 // and its chunks spread evenly over the reduce warps.
@@ -112,10 +118,8 @@ struct WorkspaceLayout {
         const int64_t per_rank_u64 = align_up(int64_t(num_ranks) * 8, kAlignment);
         layout.barrier_signals_offset = offset;
         offset += per_rank_u64;
-        // Notify entry, 64-bit words: {sequence, num_tokens, rows_to[R], expert_rows[L]}, each
-        // count tagged with the op's sequence (ht/dispatch.cuh), padded to 16 bytes.
-        layout.ht_notify_entry_bytes =
-            align_up(8 * (2 + int64_t(num_ranks) + int64_t(max_local_experts)), 16);
+        // Notify entry (ht_notify_words 64-bit words), padded to 16 bytes.
+        layout.ht_notify_entry_bytes = align_up(8 * ht_notify_words(num_ranks, max_local_experts), 16);
         layout.ht_notify_offset = offset;
         offset += align_up(layout.ht_notify_entry_bytes * num_ranks, kAlignment);
         layout.ht_dispatch_done_offset = offset;

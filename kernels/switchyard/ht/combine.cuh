@@ -30,7 +30,7 @@
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/ht/combine_publish.cuh"
-#include "switchyard/ht/ht_trace.cuh"
+#include "switchyard/common/op_trace.cuh"
 #include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 

@@ -22,31 +22,52 @@ SY_DEVICE PeerKernelDetails peer_details(const HtCommon& c, int peer) {
             c.layout.workspace.poison(c.peer_bases[peer])};
 }
 
+// Called by every thread of every block at its end: true in thread 0 of the grid's last block to
+// get here, once every block's writes are ordered before that thread's later stores, at system
+// scope (kSystem: the writes went to peers, whose readers the signal releases) or GPU scope.
+template <bool kSystem>
+SY_DEVICE bool last_block_to_finish(uint64_t* counters) {
+    auto fence = [] {
+        if constexpr (kSystem)
+            ptx::fence_acq_rel_sys();
+        else
+            ptx::fence_acq_rel_gpu();
+    };
+    if constexpr (kSystem) ptx::fence_acq_rel_sys();
+    __syncthreads();
+    if (threadIdx.x != 0) return false;
+    // The fence after the barrier is what makes the whole block's writes (observed through the
+    // barrier) precede this arrival: fences are cumulative only over writes the fencing thread has
+    // observed, so the per-thread fences above are not enough on their own.
+    fence();
+    const unsigned long long finished =
+        atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
+    if (finished + 1 != gridDim.x) return false;
+    fence();
+    return true;
+}
+
+// The last block, after its signals: resets the kernel's counters and advances the op sequence
+// (and `op_counter`, if >= 0, to it).
+SY_DEVICE void end_op(uint64_t* counters, uint64_t sequence, int32_t op_counter) {
+    counters[kCounterHtBlocksDone] = 0;
+    counters[kCounterHtNextItem] = counters[kCounterHtNextSendItem] = 0;
+    if (op_counter >= 0) counters[op_counter] = sequence;
+    counters[kCounterHt] = sequence;
+}
+
 // Called by every thread of every block after its writes. `done_offset` is the workspace offset
 // of the [R] signal array to raise in each peer (dispatch-done); `op_counter`, a counter the last
 // block also sets to the sequence (or -1).
 SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t done_offset,
                                  uint64_t sequence, int32_t op_counter = -1) {
-    ptx::fence_acq_rel_sys();
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    // The fence after the barrier is what makes the whole block's writes (observed through the
-    // barrier) precede this arrival: fences are cumulative only over writes the fencing thread has
-    // observed, so the per-thread fences above are not enough on their own.
-    ptx::fence_acq_rel_sys();
-    const unsigned long long finished =
-        atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
-    if (finished + 1 != gridDim.x) return;
-    ptx::fence_acq_rel_sys();
+    if (!last_block_to_finish<true>(counters)) return;
     // A failed op must not look complete to the peers: they time out and report instead.
     if (!is_poisoned(c.diagnostics))
         for (int q = 0; q < c.num_ranks; ++q)
             ptx::st_release_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
-    counters[kCounterHtBlocksDone] = 0;
-    counters[kCounterHtNextItem] = counters[kCounterHtNextSendItem] = 0;
-    if (op_counter >= 0) counters[op_counter] = sequence;
-    counters[kCounterHt] = sequence;
+    end_op(counters, sequence, op_counter);
 }
 
 // The end of a kernel whose data needs no completion signal (the combine: the arrival counters
@@ -55,20 +76,12 @@ SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t 
 // GPU-scope ordering only (no system fences). It still leaves `done_offset`'s marker at each peer,
 // without a fence: a progress record for diagnostics, not a signal anyone waits for.
 SY_DEVICE void finish_locally(const HtCommon& c, uint64_t* counters, int64_t done_offset, uint64_t sequence) {
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    ptx::fence_acq_rel_gpu();
-    const unsigned long long finished =
-        atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtBlocksDone), 1ull);
-    if (finished + 1 != gridDim.x) return;
-    ptx::fence_acq_rel_gpu();
+    if (!last_block_to_finish<false>(counters)) return;
     if (!is_poisoned(c.diagnostics))
         for (int q = 0; q < c.num_ranks; ++q)
             ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
-    counters[kCounterHtBlocksDone] = 0;
-    counters[kCounterHtNextItem] = counters[kCounterHtNextSendItem] = 0;
-    counters[kCounterHt] = sequence;
+    end_op(counters, sequence, -1);
 }
 
 }  // namespace ht_detail

@@ -25,20 +25,20 @@
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
-#include "switchyard/ht/ht_trace.cuh"
+#include "switchyard/common/op_trace.cuh"
 
 namespace switchyard::device {
 
 // The notify entry one source writes into each destination's workspace: 64-bit words, the op's
-// sequence, then each count with the sequence's low 32 bits above it: the source's token count
-// (nothing reads it today), rows to each rank, rows to each of the peer's experts. A word is
-// written by one store, so a reader that sees this op's tag sees this op's count: the entry needs no fence at
-// the sender (one fence and one release store cost ~5 us on H200) and the reader waits on every word.
+// sequence, then each count with the sequence's low 32 bits above it: rows to each rank, rows to
+// each of the peer's experts (ht_notify_words). A word is written by one store, so a reader that
+// sees this op's tag sees this op's count: the entry needs no fence at the sender (one fence and
+// one release store cost ~5 us on H200) and the reader waits on every word.
 struct HtNotifyView {
     uint64_t* words;
     int32_t num_ranks;
     SY_HOST_DEVICE static int32_t num_words(int32_t num_ranks, int32_t local_experts) {
-        return 2 + num_ranks + local_experts;
+        return int32_t(ht_notify_words(num_ranks, local_experts));
     }
     SY_HOST_DEVICE static uint64_t tagged(uint64_t sequence, int32_t count) {
         return (sequence << 32) | uint32_t(count);
@@ -53,8 +53,8 @@ struct HtNotifyView {
         return tag_of(word) == uint32_t(sequence);
     }
     SY_HOST_DEVICE uint64_t* sequence() const { return words; }
-    SY_HOST_DEVICE uint64_t* rows_to_word(int32_t rank) const { return words + 2 + rank; }
-    SY_HOST_DEVICE uint64_t* expert_rows_word(int32_t expert) const { return words + 2 + num_ranks + expert; }
+    SY_HOST_DEVICE uint64_t* rows_to_word(int32_t rank) const { return words + 1 + rank; }
+    SY_HOST_DEVICE uint64_t* expert_rows_word(int32_t expert) const { return words + 1 + num_ranks + expert; }
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -80,13 +80,11 @@ SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
         const int peer = i / words, word = i % words;
         const HtNotifyView entry = notify_entry(c, c.peer_bases[peer], c.rank);
         uint64_t value = sequence;  // word 0
-        if (word == 1)
-            value = HtNotifyView::tagged(sequence, c.num_tokens);
-        else if (word >= 2 && word < 2 + c.num_ranks)
-            value = HtNotifyView::tagged(sequence, args.num_tokens_per_rank[word - 2]);
-        else if (word >= 2 + c.num_ranks)
+        if (word >= 1 && word < 1 + c.num_ranks)
+            value = HtNotifyView::tagged(sequence, args.num_tokens_per_rank[word - 1]);
+        else if (word >= 1 + c.num_ranks)
             value = HtNotifyView::tagged(
-                sequence, args.num_tokens_per_expert[peer * c.local_experts + word - 2 - c.num_ranks]);
+                sequence, args.num_tokens_per_expert[peer * c.local_experts + word - 1 - c.num_ranks]);
         ptx::st_relaxed_sys(entry.words + word, value);
     }
 }

@@ -9,7 +9,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/ht/ht_args.cuh"
-#include "switchyard/ht/ht_trace.cuh"
+#include "switchyard/common/op_trace.cuh"
 
 namespace switchyard::device {
 

@@ -1,6 +1,6 @@
-// HT op timelines (a profiling aid, off unless SWITCHYARD_HT_TRACE=1). Each op marks moments on
-// the global timer: for each mark, the earliest (a "first" mark) or the latest time any thread
-// reached it, gathered in workspace counters with atomics. The last block of the op's last kernel
+// Timelines of the HT ops, layout kernel included (a profiling aid, off unless SWITCHYARD_HT_TRACE=1). Each
+// op marks moments on the global timer: for each mark, the earliest (a "first" mark) or the latest time any
+// thread reached it, gathered in workspace counters with atomics. The last block of the op's last kernel
 // copies them into mapped host memory (single stores only) and sets the ready slot; the next call
 // of the same op prints them (src/core/ht_ops.cpp).
 #pragma once
