@@ -99,7 +99,7 @@ uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
                                                                          "receive start",
                                                                          "receive end"};
     static const char* const kCombineNames[device::kHtCombineMarks] = {
-        "start", "entered", "senders done", "publisher done", "reduce done", "end"};
+        "start", "entered", "senders done", "publisher done", "reduce done", "first reduce done", "end"};
     const bool dispatch = op == HtTracedOp::kDispatch;
     const int marks = dispatch ? int(device::kHtDispatchMarks) : int(device::kHtCombineMarks);
     const char* const* names = dispatch ? kDispatchNames : kCombineNames;

@@ -35,15 +35,16 @@ constexpr uint32_t kHtDispatchFirstMarks = (1u << kHtLayoutStart) | (1u << kHtDi
                                            (1u << kHtDispatchFirstSent) | (1u << kHtReceiveStart);
 
 enum HtCombineMark : int32_t {
-    kHtCombineStart = 0,  // first: the first block started
-    kHtCombineEntered,    // every block past the entry handshake
-    kHtCombineSent,       // the last sender warp's rows written
-    kHtCombinePublished,  // the last publisher's arrivals raised
-    kHtCombineReduced,    // the last warp finished reducing
-    kHtCombineEnd,        // the last block ended
+    kHtCombineStart = 0,     // first: the first block started
+    kHtCombineEntered,       // every block past the entry handshake
+    kHtCombineSent,          // the last sender warp's rows written
+    kHtCombinePublished,     // the last publisher's arrivals raised
+    kHtCombineReduced,       // the last warp finished reducing
+    kHtCombineFirstReduced,  // first: the first warp found nothing left to reduce
+    kHtCombineEnd,           // the last block ended
     kHtCombineMarks,
 };
-constexpr uint32_t kHtCombineFirstMarks = 1u << kHtCombineStart;
+constexpr uint32_t kHtCombineFirstMarks = (1u << kHtCombineStart) | (1u << kHtCombineFirstReduced);
 
 // Mapped host slots: the marks (ns), then the ready flag.
 constexpr int32_t kHtTraceReady = kHtTraceMaxMarks;

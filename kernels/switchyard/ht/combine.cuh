@@ -367,6 +367,12 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
     }
 }
 
+// Lane 0 of a warp that has nothing left to reduce: the first and the last such warp are marked.
+SY_DEVICE void trace_reduced(const void* trace, uint64_t* counters) {
+    trace_mark(trace, counters, kHtCombineReduced);
+    trace_mark(trace, counters, kHtCombineFirstReduced, true);
+}
+
 // Reduces whole chunk `chunk` after waiting for its rows; false when the wait failed.
 SY_DEVICE bool reduce_chunk(const HtCombineArgs& args, int chunk, int32_t self_first_row) {
     const HtCommon& c = args.common;
@@ -531,7 +537,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         // Senders and the publisher, their rows out: claim chunks with the reducers (many tokens).
         if (whole_chunks) {
             ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
-            if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineReduced);
+            if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace, counters);
         }
     } else if (ok && warp >= send_warps + publishers) {
         // reduce_home, in arrival order, spread over every block's reducer warps.
@@ -575,7 +581,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                                         row_offsets[c.rank], first_group_slot);
             }
         }
-        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineReduced);
+        if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace, counters);
     }
 
     // finish (no system fences: the arrival counters carry the rows' completion, finish_locally)
