@@ -91,12 +91,13 @@ SY_TEST(BufferLayout, RegionsAreOrderedAlignedAndSized) {
     SY_CHECK(w.ht_notify_offset + w.ht_notify_entry_bytes * 2 <= w.ht_dispatch_done_offset);
     SY_CHECK(w.ht_combine_done_offset + 16 <= w.ll_signals_offset);
     // Combine arrival counters, consumed tallies ([chunks][R] each) and ready flags ([chunks])
-    // follow the LL signals: 4,096 tokens in chunks of 4 = 1,024 chunks.
-    SY_CHECK_EQ(w.ht_combine_chunks, 1024);
+    // follow the LL signals: 4,096 tokens in chunks of 2 = 2,048 chunks.
+    static_assert(device::kHtCombineChunkTokens == 2, "the figures below assume chunks of 2 tokens");
+    SY_CHECK_EQ(w.ht_combine_chunks, 2048);
     SY_CHECK(w.ll_signals_offset + w.ll_signals_bytes <= w.ht_combine_arrivals_offset);
-    SY_CHECK(w.ht_combine_arrivals_offset + 1024 * 2 * 8 <= w.ht_combine_consumed_offset);
-    SY_CHECK(w.ht_combine_consumed_offset + 1024 * 2 * 8 <= w.ht_combine_ready_offset);
-    SY_CHECK(w.ht_combine_ready_offset + 1024 * 8 <= w.total_bytes);
+    SY_CHECK(w.ht_combine_arrivals_offset + 2048 * 2 * 8 <= w.ht_combine_consumed_offset);
+    SY_CHECK(w.ht_combine_consumed_offset + 2048 * 2 * 8 <= w.ht_combine_ready_offset);
+    SY_CHECK(w.ht_combine_ready_offset + 2048 * 8 <= w.total_bytes);
     std::vector<uint8_t> workspace(size_t(w.total_bytes));
     uint8_t* base = workspace.data();
     SY_CHECK(reinterpret_cast<uint8_t*>(w.ht_combine_arrival(base, 1023, 1)) + 8 <=
