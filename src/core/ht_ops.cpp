@@ -38,14 +38,15 @@ int combine_send_warps() {
 // have fewer sender warps, and each then needs more rows in flight between its fences: at 16 SMs
 // 8 rows per fence took 287-288 us against 302-303 us with 4, while at 40 SMs 4 rows took 237 us
 // against 254-255 us with 8 (2 x H200, EP2, 4096 tokens, logs ht-bench-send-group-7da09d9 and
-// ht-combine-knobs-8c58851). Since the senders claim their rows (6fa0db8), 2 rows beat 4 above 16
-// SMs (207.2 / 209.7 / 209.3 against 210.5 / 214.6 / 212.8 us at 24 / 32 / 40 SMs) and 8 stays best
-// at 16 (238.8 against 240.6 with 4, 250.7 with 2; log ht-ab-runs-eighth-session).
-// SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per process), for tuning.
+// ht-combine-knobs-8c58851). Since the senders claim their rows (6fa0db8) and chunks are 2 tokens
+// (48a8fbc), 2 rows beat 4 above 16 SMs (195.3 / 199.7 against 206.8 / 208.1 us at 24 / 32 SMs)
+// and 4 beat 8 at 16 (228.3 against 233.8 us; at 8 SMs 414-416 us either way; log
+// ht-ab-runs-eighth-session). SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per
+// process), for tuning.
 int combine_send_group(int num_sms) {
     static const int forced = core::env_int("SWITCHYARD_HT_COMBINE_SEND_GROUP", 0, 1, 32);
     if (forced > 0) return forced;
-    return num_sms <= 16 ? 8 : 2;
+    return num_sms <= 16 ? 4 : 2;
 }
 
 // Tokens a dispatch warp claims at a time (WarpTokens in ht/dispatch.cuh); 0 keeps the static
