@@ -90,6 +90,9 @@ class LowLatencyHandle;  // routing of one LL dispatch (src/core/ll_handle.hpp)
 struct LowLatencyDispatchArgs {
     TensorView x;         // bf16 [T, H], T <= BufferConfig::ll_max_tokens_per_rank
     TensorView topk_idx;  // [T, K] int32 or int64, -1 = empty slot
+    // Optional fp32 [T, K]: the top-k weights travel with the tokens (in the records' metadata, no
+    // extra transfer), so that a hierarchical ll_combine can weight on the expert ranks.
+    TensorView topk_weights;
     int32_t num_experts = 0;
     bool use_fp8 = true;                               // quantize inside the kernel; false = bf16 passthrough
     ScaleFormat scale_format = ScaleFormat::kFloat32;  // kFloat32 or kUE8M0 when use_fp8
@@ -128,8 +131,14 @@ struct LowLatencyCombineArgs {
     TensorView y;             // bf16 in the dispatch's layout: [L, R*T_ll, H] masked, [rows, H] contiguous
     TensorView topk_idx;      // the dispatch's [T, K] (on this, the home rank)
     TensorView topk_weights;  // fp32 [T, K]: out[t] = sum_k w[t][k] * y(t, k), k ascending, fp32
-    TensorView out;           // optional caller-provided bf16 [T, H]
-    bool zero_copy = false;   // y was written into ll_combine_input() (the buffer's send area)
+    // Hierarchical reduction (DESIGN.md §2): each expert rank q reduces its rows of a token in fp32
+    // (k ascending, weighted with the weights given to ll_dispatch), rounds that partial to bf16
+    // and sends one row per (token, rank) instead of one per (token, k); the home rank sums the
+    // partials over q ascending in fp32 and rounds once. Needs the dispatch's topk_weights; the
+    // combine's topk_weights must then be left empty (the dispatch's are the ones applied).
+    bool hierarchical = false;
+    TensorView out;          // optional caller-provided bf16 [T, H]
+    bool zero_copy = false;  // y was written into ll_combine_input() (the buffer's send area)
     bool return_recv_hook = false;
     TensorView wait_time_stats;  // optional int64 [R]
 };

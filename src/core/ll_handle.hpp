@@ -27,6 +27,13 @@ class LowLatencyHandle {
     int64_t contiguous_rows = 0;                    // kExpertContiguous: rows of recv_x
     DeviceTensor recv_count;                        // int32 [L]
     DeviceTensor recv_source;  // int32 [L, R*T_ll]: (source * T_ll + token) * 32 + k per valid row
+    // Per received record (source, slot), for a hierarchical combine: int32 [R*T_ll, K + 1] {home
+    // token, the row of each slot k here (ll_pack_row) or -1}, fp32 [R*T_ll, K] the weights that
+    // travelled with it, and int32 [R + 1] the records per source as a prefix.
+    DeviceTensor recv_token_rows;
+    DeviceTensor recv_token_weights;
+    DeviceTensor recv_record_starts;
+    bool has_weights = false;  // the dispatch was given topk_weights
     // Owns the memory of the dispatch result's column-major recv_scales view ([L, words, R*T_ll]
     // or [words, rows] contiguous): that view stays valid while this handle lives.
     DeviceTensor recv_scales_storage;

@@ -158,6 +158,10 @@ LlDispatchExtents check_ll_dispatch_args(const BufferConfig& config, int R, int 
         args.scale_format != ScaleFormat::kUE8M0)
         fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
     core::validate_ll_layout(args);
+    if (args.topk_weights.defined()) {
+        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
+        require_shape(args.topk_weights, "topk_weights", {T, K});
+    }
     return {T, H, K, args.num_experts, args.num_experts / R};
 }
 
@@ -211,6 +215,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     handle->index_is_int64 = args.topk_idx.dtype == DType::kInt64;
     handle->use_fp8 = args.use_fp8;
     handle->scale_format = args.use_fp8 ? args.scale_format : ScaleFormat::kNone;
+    handle->has_weights = args.topk_weights.defined();
     const bool contiguous = args.layout == RecvLayout::kExpertContiguous;
     handle->layout = args.layout;
     handle->expert_alignment = args.expert_alignment;
@@ -224,6 +229,8 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     dispatch.x_row_stride = args.x.strides[0];
     dispatch.topk_idx = args.topk_idx.ptr();
     dispatch.topk_row_stride = args.topk_idx.strides[0];
+    dispatch.topk_weights = handle->has_weights ? args.topk_weights.ptr_as<float>() : nullptr;
+    dispatch.weights_row_stride = handle->has_weights ? args.topk_weights.strides[0] : 0;
     dispatch.num_tokens = static_cast<int32_t>(T);
     dispatch.num_experts = E;
     dispatch.local_experts = L;
@@ -258,7 +265,8 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         // become graph allocation nodes).
         const cudaStream_t comm = impl.op_stream(stream);
         // One allocation for all of the op's outputs (host time, see allocate_group).
-        // recv_x and the scales: [L, R*T_ll] rows masked, the contiguous capacity otherwise.
+        // recv_x and the scales: [L, R*T_ll] rows masked, the contiguous capacity otherwise; then
+        // the per-record routing of a hierarchical combine.
         const DType x_dtype = args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
         const DType scale_dtype = scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32;
         const int64_t x_rows = handle->contiguous_rows;
@@ -267,18 +275,27 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
                                                            {DType::kInt32, {L}},
                                                            {DType::kInt32, {L, rows}},
                                                            {scale_dtype, {args.use_fp8 ? words : 0, x_rows}},
-                                                           {DType::kInt32, {L + 1}}},
+                                                           {DType::kInt32, {L + 1}},
+                                                           {DType::kInt32, {rows, K + 1}},
+                                                           {DType::kFloat32, {rows, K}},
+                                                           {DType::kInt32, {R + 1}}},
                                                           comm)
                            : impl.outputs->allocate_group({{x_dtype, {L, rows, H}},
                                                            {DType::kInt32, {L}},
                                                            {DType::kInt32, {L, rows}},
                                                            {scale_dtype, {args.use_fp8 ? L : 0, words, rows}},
-                                                           {DType::kInt32, {L + 1}}},
+                                                           {DType::kInt32, {L + 1}},
+                                                           {DType::kInt32, {rows, K + 1}},
+                                                           {DType::kFloat32, {rows, K}},
+                                                           {DType::kInt32, {R + 1}}},
                                                           comm);
         result.recv_x = outputs[0];
         handle->recv_count = outputs[1];
         handle->recv_source = outputs[2];
         result.recv_expert_offsets = outputs[4];
+        handle->recv_token_rows = outputs[5];
+        handle->recv_token_weights = outputs[6];
+        handle->recv_record_starts = outputs[7];
         if (args.use_fp8) {
             handle->recv_scales_storage = outputs[3];
             result.recv_scales = DeviceTensor::borrow(
@@ -294,6 +311,9 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         dispatch.recv_count = handle->recv_count.data<int32_t>();
         dispatch.recv_source = handle->recv_source.data<int32_t>();
         dispatch.recv_expert_offsets = result.recv_expert_offsets.data<int32_t>();
+        dispatch.recv_token_rows = handle->recv_token_rows.data<int32_t>();
+        dispatch.recv_token_weights = handle->recv_token_weights.data<float>();
+        dispatch.recv_record_starts = handle->recv_record_starts.data<int32_t>();
         launch::launch_ll_dispatch(context, dispatch, shape, blocks);
     });
     result.recv_count = handle->recv_count;
@@ -352,8 +372,19 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
         fail("topk_idx must be the dispatch's 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
     require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
     require_shape(args.topk_idx, "topk_idx", {T, K});
-    require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
-    require_shape(args.topk_weights, "topk_weights", {T, K});
+    if (args.hierarchical) {
+        if (!handle->has_weights)
+            fail(
+                "hierarchical ll_combine weights each partial on the expert ranks with the weights that "
+                "travelled with the dispatch: pass topk_weights to ll_dispatch");
+        if (args.topk_weights.defined())
+            fail(
+                "hierarchical ll_combine applies the dispatch's top-k weights; leave the combine's "
+                "topk_weights empty");
+    } else {
+        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
+        require_shape(args.topk_weights, "topk_weights", {T, K});
+    }
     if (args.out.defined()) {
         require_tensor(args.out, "out", DType::kBFloat16, 2, device);
         require_shape(args.out, "out", {T, H});
@@ -371,8 +402,8 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     combine.y_alignment = contiguous ? handle->expert_alignment : 0;
     combine.topk_idx = args.topk_idx.ptr();
     combine.topk_row_stride = args.topk_idx.strides[0];
-    combine.topk_weights = args.topk_weights.ptr_as<float>();
-    combine.weights_row_stride = args.topk_weights.strides[0];
+    combine.topk_weights = args.hierarchical ? nullptr : args.topk_weights.ptr_as<float>();
+    combine.weights_row_stride = args.hierarchical ? 0 : args.topk_weights.strides[0];
     combine.num_tokens = static_cast<int32_t>(T);
     combine.num_experts = handle->num_experts;
     combine.local_experts = static_cast<int32_t>(L);
@@ -380,6 +411,10 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     combine.recv_source = handle->recv_source.data<int32_t>();
     combine.wait_time_stats =
         args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
+    combine.hierarchical = args.hierarchical ? 1 : 0;
+    combine.recv_token_rows = handle->recv_token_rows.data<int32_t>();
+    combine.recv_token_weights = handle->recv_token_weights.data<float>();
+    combine.recv_record_starts = handle->recv_record_starts.data<int32_t>();
 
     launch::LlCombineShape shape;
     shape.hidden = static_cast<int>(H);

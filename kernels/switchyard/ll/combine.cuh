@@ -1,14 +1,22 @@
-// Low-latency combine (DESIGN.md §2, expert-major masked layout, weighted, flat): one kernel,
-// send and receive halves.
+// Low-latency combine (DESIGN.md §2, expert-major layouts, weighted; flat or hierarchical): one
+// kernel, send and receive halves.
 //
-// Send (expert rank): every valid row (expert e, row < count[e]) of y goes back to its home rank's
-// combine area slot [k][t] (the dispatch noted (source, token, k) of each row). The first S blocks
-// send (S from the row count, which every block reads); each then raises this rank's arrival
-// counter at every home rank (ll_arrive), rows or not.
-// Receive (home rank): wait for every source's arrivals, then
+// Flat. Send (expert rank): every valid row (expert e, row < count[e]) of y goes back to its home
+// rank's combine area slot [k][t] (the dispatch noted (source, token, k) of each row). Receive
+// (home rank): wait for every source's arrivals, then
 //     out[t] = bf16( fma over k ascending: acc = fma(w[t][k], y(t, k), acc), acc = 0 )
-// skipping empty slots, slots whose owner is masked, and repeats of an expert within a token, so
-// the reduction order is fixed and matches the CPU reference bit for bit.
+// skipping empty slots, slots whose owner is masked, and repeats of an expert within a token.
+//
+// Hierarchical (`args.hierarchical`). Send (expert rank q): per received token (the dispatch noted
+// each record's rows and the weights that travelled with it), the partial
+//     p_q(t) = bf16( fma over q's k ascending: acc = fma(w[t][k], y(t, k), acc), acc = 0 )
+// goes back as one row, to slot [first k owned by q][t]: a token's bytes on the way home shrink
+// from one row per (token, k) to one per (token, rank). Receive (home rank):
+//     out[t] = bf16( sum over ranks q ascending: acc = acc + float(p_q(t)), acc = 0 ).
+//
+// Both: the first S blocks send (S from the work, which every block reads); each then raises this
+// rank's arrival counter at every home rank (ll_arrive), rows or not. The reduction orders are
+// fixed and match the CPU reference (reference::combine) bit for bit.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -40,12 +48,18 @@ struct LlCombineArgs {
     const int32_t* recv_count;   // [L] from the dispatch
     const int32_t* recv_source;  // [L, R*T_ll] from the dispatch
     int64_t* wait_time_stats;    // optional [R]
+    // Hierarchical: partials per (token, rank), weighted with the dispatch's weights (the
+    // dispatch's per-record routing, LlDispatchArgs::recv_token_rows and the rest).
+    int32_t hierarchical;
+    const int32_t* recv_token_rows;     // [R*T_ll, K + 1]
+    const float* recv_token_weights;    // [R*T_ll, K]
+    const int32_t* recv_record_starts;  // [R + 1]
 };
 
-// Mask and presence [R each], the rows' prefix over experts [L + 1] and, for a contiguous y, each
-// expert's first row of y [L + 1].
+// Mask and presence [R each], the rows' prefix over experts [L + 1], for a contiguous y each
+// expert's first row of y [L + 1], and (hierarchical) the records' prefix over sources [R + 1].
 SY_HOST_DEVICE int64_t ll_combine_shared_bytes(int32_t num_ranks, int32_t local_experts) {
-    return 4 * (2 * int64_t(num_ranks) + 2 * (int64_t(local_experts) + 1)) + 64;
+    return 4 * (3 * int64_t(num_ranks) + 1 + 2 * (int64_t(local_experts) + 1)) + 64;
 }
 
 // A row goes back in slices of 512-byte steps that separate warps copy in parallel (a warp per
@@ -55,6 +69,16 @@ constexpr int kLlCombineStepsPerSlice = 4;
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ll_combine_detail {
+
+// Eight fp32 channels rounded to bf16 (round to nearest even), as one 16-byte store.
+SY_DEVICE uint4 pack_bf16x8(const float (&acc)[8]) {
+    uint4 packed;
+    packed.x = fp8::bf16x2(acc[0], acc[1]);
+    packed.y = fp8::bf16x2(acc[2], acc[3]);
+    packed.z = fp8::bf16x2(acc[4], acc[5]);
+    packed.w = fp8::bf16x2(acc[6], acc[7]);
+    return packed;
+}
 
 // One row of y (row `row` of local expert `expert`, at element `y_offset` of y) back to its home
 // rank's slot [k][t].
@@ -76,6 +100,73 @@ SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, 
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), k, token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
     ll_store_slice<kLlCombineStepsPerSlice, kRowBytes>(to, slice, lane, data);
+}
+
+// Where row `expert_row` of local expert `expert` starts in y (elements): the masked layout's
+// coordinates, or (contiguous y) the expert's first row as the dispatch laid them out.
+SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_t expert_row,
+                               const int32_t* y_starts) {
+    return args.y_alignment > 0 ? (int64_t(y_starts[expert]) + expert_row) * args.y_row_stride
+                                : expert * args.y_expert_stride + expert_row * args.y_row_stride;
+}
+
+// Hierarchical send: the eight channels of lane's share of 256-channel step `step` of the partial
+// of the token in received record (source, slot): this rank's rows of it, weighted and summed over
+// k ascending in fp32, rounded to bf16 once, stored in the home's slot [first k owned here][t].
+template <int kHidden, int kTopk>
+SY_DEVICE void send_partial_step(const LlCombineArgs& args, int32_t source, int32_t slot, int step,
+                                 int32_t set, const uint32_t* shared_mask, const int32_t* y_starts) {
+    const uint32_t lane = ptx::lane_id();
+    const LlBufferArgs& buffer = args.buffer;
+    const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
+    const int64_t entry = int64_t(source) * buffer.set_layout.max_tokens + slot;
+    const int32_t* rows = args.recv_token_rows + entry * (kTopk + 1);
+    const int32_t packed = int(lane) < kTopk ? rows[1 + lane] : -1;
+    const float weight = int(lane) < kTopk ? args.recv_token_weights[entry * kTopk + lane] : 0.0f;
+    const int32_t token = rows[0];
+    if (shared_mask[source]) return;  // the home is masked: it reads nothing
+    const uint32_t slots = __ballot_sync(0xffffffffu, packed >= 0);
+    if (slots == 0) return;
+    const int64_t offset = packed >= 0 ? y_row_offset(args, int32_t(packed / rows_per_expert),
+                                                      int32_t(packed % rows_per_expert), y_starts)
+                                       : 0;
+    const int channel = step * 256 + int(lane) * 8;
+    const bool in_range = channel < kHidden;
+    const uint8_t* y = static_cast<const uint8_t*>(args.y);
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+    // Up to eight rows' loads in flight before their FMAs, which then run in k order.
+    constexpr int kBatch = kTopk < 8 ? kTopk : 8;
+#pragma unroll
+    for (int first = 0; first < kTopk; first += kBatch) {
+        uint4 chunks[kBatch];
+        float weights[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int k = first + j < kTopk ? first + j : 0;
+            weights[j] = __shfl_sync(0xffffffffu, weight, k);
+            const int64_t from = __shfl_sync(0xffffffffu, offset, k);
+            if (first + j < kTopk && ((slots >> k) & 1u) && in_range)
+                chunks[j] = *reinterpret_cast<const uint4*>(y + (from + channel) * 2);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int k = first + j;
+            if (!(k < kTopk && ((slots >> k) & 1u) && in_range)) continue;
+            const uint32_t words[4] = {chunks[j].x, chunks[j].y, chunks[j].z, chunks[j].w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                acc[2 * i] = fp8::fma_rn(weights[j], fp8::bf16_low(words[i]), acc[2 * i]);
+                acc[2 * i + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[i]), acc[2 * i + 1]);
+            }
+        }
+    }
+    if (!in_range) return;
+    uint8_t* to =
+        buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), __ffs(slots) - 1,
+                                      token, LlSetLayout::combine_row_bytes(kHidden));
+    *reinterpret_cast<uint4*>(to + int64_t(channel) * 2) = pack_bf16x8(acc);
 }
 
 template <typename IndexT>
@@ -130,13 +221,64 @@ SY_DEVICE void reduce_token_step(const LlCombineArgs& args, uint8_t* set_base, i
         }
     }
     if (!in_range) return;
-    uint4 packed;
-    packed.x = fp8::bf16x2(acc[0], acc[1]);
-    packed.y = fp8::bf16x2(acc[2], acc[3]);
-    packed.z = fp8::bf16x2(acc[4], acc[5]);
-    packed.w = fp8::bf16x2(acc[6], acc[7]);
     *reinterpret_cast<uint4*>(static_cast<uint8_t*>(args.out) +
-                              (int64_t(t) * args.out_row_stride + channel) * 2) = packed;
+                              (int64_t(t) * args.out_row_stride + channel) * 2) = pack_bf16x8(acc);
+}
+
+// Hierarchical receive: eight channels of token t (lane's share of one 256-channel step), the sum
+// of the ranks' partials in ascending rank order. Each rank that owns one of the token's experts
+// (and is present) sent one partial, in the slot of its first k.
+template <int kHidden, int kTopk, typename IndexT>
+SY_DEVICE void reduce_partials_step(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int step,
+                                    const uint32_t* shared_present) {
+    const uint32_t lane = ptx::lane_id();
+    int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
+    const uint32_t same = __match_any_sync(0xffffffffu, expert);
+    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;  // the dispatch sent it once
+    const int32_t owner =
+        expert >= 0 && shared_present[expert / args.local_experts] != 0 ? expert / args.local_experts : -1;
+    // The lowest k of each owner holds its partial; `position` orders those slots by rank.
+    const uint32_t same_owner = __match_any_sync(0xffffffffu, owner);
+    const bool holds = owner >= 0 && (same_owner & ptx::lanemask_lt()) == 0;
+    const uint32_t holders = __ballot_sync(0xffffffffu, holds);
+    int position = 0;
+    for (uint32_t rest = holders; rest != 0; rest &= rest - 1) {
+        const int32_t other = __shfl_sync(0xffffffffu, owner, __ffs(rest) - 1);
+        if (holds && other < owner) ++position;
+    }
+    const int partials = __popc(holders);
+
+    const int channel = step * 256 + int(lane) * 8;
+    const bool in_range = channel < kHidden;
+    const int64_t kRowBytes = LlSetLayout::combine_row_bytes(kHidden);
+    float acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
+    constexpr int kBatch = kTopk < 8 ? kTopk : 8;
+    for (int first = 0; first < partials; first += kBatch) {
+        uint4 chunks[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const uint32_t slot = __ballot_sync(0xffffffffu, holds && position == first + j);
+            if (slot != 0 && in_range)
+                chunks[j] = *reinterpret_cast<const uint4*>(
+                    args.buffer.set_layout.combine_row(set_base, __ffs(slot) - 1, t, kRowBytes) +
+                    int64_t(channel) * 2);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            if (first + j >= partials || !in_range) continue;
+            const uint32_t words[4] = {chunks[j].x, chunks[j].y, chunks[j].z, chunks[j].w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                acc[2 * i] = acc[2 * i] + fp8::bf16_low(words[i]);
+                acc[2 * i + 1] = acc[2 * i + 1] + fp8::bf16_high(words[i]);
+            }
+        }
+    }
+    if (!in_range) return;
+    *reinterpret_cast<uint4*>(static_cast<uint8_t*>(args.out) +
+                              (int64_t(t) * args.out_row_stride + channel) * 2) = pack_bf16x8(acc);
 }
 
 }  // namespace ll_combine_detail
@@ -155,6 +297,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     uint32_t* shared_present = shared_mask + R;                            // [R]
     int32_t* row_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [L + 1]
     int32_t* y_starts = row_starts + L + 1;                                // [L + 1], contiguous y
+    int32_t* record_starts = y_starts + L + 1;                             // [R + 1], hierarchical
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
@@ -184,23 +327,36 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             }
             if (lane == 0) row_starts[L] = int32_t(running);
         }
+        if (args.hierarchical)
+            for (int source = threadIdx.x; source <= R; source += blockDim.x)
+                record_starts[source] = args.recv_record_starts[source];
         __syncthreads();
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
+        constexpr int kSteps = (kHidden + 255) / 256;
         ll_trace(buffer, 2);
-        const int64_t items = int64_t(row_starts[L]) * kSlices;
+        // Flat: a row's slice per item; hierarchical: a received token's 256-channel step per item.
+        const int64_t items =
+            args.hierarchical ? int64_t(record_starts[R]) * kSteps : int64_t(row_starts[L]) * kSlices;
         const int32_t sending_blocks = ll_sending_blocks(items, kNumWarps, buffer.send_items_per_warp);
         if (int32_t(blockIdx.x) < sending_blocks) {
             for (int64_t item = global_warp; item < items; item += int64_t(sending_blocks) * kNumWarps) {
+                if (args.hierarchical) {
+                    const int32_t record = int32_t(item / kSteps);
+                    const int32_t source = last_start_at_or_below(record_starts, R, record);
+                    ll_combine_detail::send_partial_step<kHidden, kTopk>(
+                        args, source, record - record_starts[source], int(item % kSteps), set, shared_mask,
+                        y_starts);
+                    continue;
+                }
                 const int32_t row = int32_t(item / kSlices);
                 // The expert whose rows hold `row`: the last e with row_starts[e] <= row.
                 const int32_t expert = last_start_at_or_below(row_starts, L, row);
                 const int32_t expert_row = row - row_starts[expert];
-                const int64_t y_offset = args.y_alignment > 0
-                                             ? (int64_t(y_starts[expert]) + expert_row) * args.y_row_stride
-                                             : expert * args.y_expert_stride + expert_row * args.y_row_stride;
-                ll_combine_detail::send_row<kHidden>(args, expert, expert_row, y_offset, int(item % kSlices),
-                                                     set, shared_mask);
+                ll_combine_detail::send_row<kHidden>(
+                    args, expert, expert_row,
+                    ll_combine_detail::y_row_offset(args, expert, expert_row, y_starts), int(item % kSlices),
+                    set, shared_mask);
             }
             ll_trace(buffer, 3);
             ll_arrive(buffer, kLlCombine, sequence, sending_blocks, shared_mask);
@@ -217,9 +373,14 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
         constexpr int kStepsPerToken = (kHidden + 255) / 256;
         const int32_t items = args.num_tokens * kStepsPerToken;
-        for (int32_t item = global_warp; item < items; item += num_warps)
-            ll_combine_detail::reduce_token_step<kHidden, kTopk, IndexT>(
-                args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+        for (int32_t item = global_warp; item < items; item += num_warps) {
+            if (args.hierarchical)
+                ll_combine_detail::reduce_partials_step<kHidden, kTopk, IndexT>(
+                    args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+            else
+                ll_combine_detail::reduce_token_step<kHidden, kTopk, IndexT>(
+                    args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+        }
         ll_trace(buffer, 6);
     }
     ll_trace(buffer, kLlTraceSlots - 1);

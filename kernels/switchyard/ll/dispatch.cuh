@@ -54,6 +54,14 @@ struct LlDispatchArgs {
     int64_t recv_rows;             // contiguous layout: rows of recv_x (its capacity)
     int32_t zero_padding;          // contiguous layout: zero the segments' padding rows and their scales
     int32_t* recv_source;          // [L, R*T_ll]: ll_pack_source(s, t, k) of each valid row
+    const float* topk_weights;     // optional [T, K] fp32: travel with the tokens (hierarchical combine)
+    int64_t weights_row_stride;    // elements
+    // Per received record (source s, slot i), for a hierarchical combine: the token's rows here
+    // [R*T_ll, K + 1] {home token, then ll_pack_row of slot k or -1}, its weights [R*T_ll, K] (0
+    // without topk_weights), and the records per source as a prefix [R + 1].
+    int32_t* recv_token_rows;
+    float* recv_token_weights;
+    int32_t* recv_record_starts;
     int32_t* cumulative_local_expert_recv_stats;  // optional [L]
     int64_t* wait_time_stats;                     // optional [R]
 };
@@ -325,6 +333,10 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint
     const bool leader = rank >= 0 && int(lane) == __ffs(same_rank) - 1;
     const bool sends = leader && shared_mask[rank] == 0;
     const uint32_t destinations = __ballot_sync(0xffffffffu, sends);
+    // The token's weight of slot k (lane k) travels in the metadata (first slice only).
+    const float weight = slice == 0 && args.topk_weights != nullptr && expert >= 0
+                             ? args.topk_weights[int64_t(t) * args.weights_row_stride + lane]
+                             : 0.0f;
     uint8_t* record = nullptr;
     if (sends)
         record = buffer.set_layout.record(buffer.set_base(buffer.peer_bases[rank], ll_set_of(sequence)),
@@ -345,6 +357,7 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint
         }
         if (int(lane) < kTopk) {
             meta[2 + lane] = mine ? expert - destination * args.local_experts : -1;
+            meta[2 + kTopk + lane] = mine ? int32_t(fp8::float_to_bits(weight)) : 0;
             meta[2 + 2 * kTopk + lane] = mine ? position : -1;
         }
     }
@@ -388,11 +401,18 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     int64_t row = 0;
     if (int(lane) < kTopk) {
         local = meta[2 + lane];
-        if (local >= 0) {
-            row = row_offsets[source * args.local_experts + local] + meta[2 + 2 * kTopk + lane];
-            if (slice == 0)
+        if (local >= 0) row = row_offsets[source * args.local_experts + local] + meta[2 + 2 * kTopk + lane];
+        if (slice == 0) {
+            // The combine's routing: per row (flat combine) and per record (hierarchical).
+            if (local >= 0)
                 args.recv_source[local * rows_per_expert + row] =
                     ll_pack_source(source, token, int32_t(lane), buffer.set_layout.max_tokens);
+            const int64_t entry = int64_t(source) * buffer.set_layout.max_tokens + slot;
+            args.recv_token_rows[entry * (kTopk + 1) + 1 + lane] =
+                local >= 0 ? ll_pack_row(local, int32_t(row), rows_per_expert) : -1;
+            args.recv_token_weights[entry * kTopk + lane] =
+                local >= 0 ? fp8::bits_to_float(uint32_t(meta[2 + kTopk + lane])) : 0.0f;
+            if (lane == 0) args.recv_token_rows[entry * (kTopk + 1)] = token;
         }
     }
     const uint32_t experts = __ballot_sync(0xffffffffu, local >= 0);
@@ -588,6 +608,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             __syncwarp();
             if (blockIdx.x == 0 && args.recv_expert_offsets)
                 for (int e = int(lane); e <= L; e += 32) args.recv_expert_offsets[e] = expert_starts[e];
+            if (blockIdx.x == 0)
+                for (int s = int(lane); s <= R; s += 32) args.recv_record_starts[s] = item_starts[s];
         }
         __syncthreads();
         ll_trace(buffer, 7);

@@ -10,7 +10,8 @@
 //   dispatch records   [R sources][T_ll slots] one record per token that reaches this rank (a
 //                                              token crosses to a rank once, not once per expert)
 //   combine rows       [K][T_ll]               bf16 expert outputs of (token t, slot k) sent back
-//                                              to the token's home rank
+//                                              to the token's home rank (hierarchical: rank q's
+//                                              partial of token t, in the slot of q's first k)
 //
 // Dispatch and combine have separate areas inside a set, so a combine issued while a peer may
 // still be reading the dispatch of the same set (two dispatches in flight) cannot overwrite it.
@@ -113,8 +114,9 @@ struct LlSetLayout {
 
 // The LL dispatch record of one op: RecordLayout::dispatch (payload | scales | metadata). Metadata
 // words: [0] source token, [1] unused (-1), [2 + k] local expert id of slot k at the receiving rank
-// or -1, [2 + K + k] unused, [2 + 2K + k] the token's position among the source's rows of that
-// expert (its rank among the source's tokens routed to that expert).
+// or -1, [2 + K + k] the bits of slot k's top-k weight there (0 without weights), [2 + 2K + k] the
+// token's position among the source's rows of that expert (its rank among the source's tokens
+// routed to that expert).
 SY_HOST_DEVICE RecordLayout ll_dispatch_record(int64_t hidden, int32_t scale_kind, int32_t topk) {
     return RecordLayout::dispatch(hidden, scale_kind == kScaleNone ? kPayloadBf16 : kPayloadFp8, scale_kind,
                                   topk);
@@ -123,6 +125,12 @@ SY_HOST_DEVICE RecordLayout ll_dispatch_record(int64_t hidden, int32_t scale_kin
 // Combine routing stored per received row by the dispatch: (source * T_ll + token) * 32 + k.
 SY_HOST_DEVICE int32_t ll_pack_source(int32_t source, int32_t token, int32_t k, int32_t max_tokens) {
     return (source * max_tokens + token) * 32 + k;
+}
+
+// A received row as the hierarchical combine finds it: local expert e's row r of the masked
+// coordinates (rows_per_expert = R * T_ll), e * rows_per_expert + r.
+SY_HOST_DEVICE int32_t ll_pack_row(int32_t local, int32_t row, int64_t rows_per_expert) {
+    return int32_t(local * rows_per_expert + row);
 }
 
 }  // namespace switchyard::device
