@@ -91,6 +91,7 @@ struct Mode {
     int tokens;
     bool graph;
     bool hook;
+    bool hierarchical = false;  // the dispatch carries the weights; partials per (token, rank) come back
 };
 
 // Per-op samples of one mode (the slowest rank of each iteration), and the byte counts.
@@ -170,15 +171,22 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                 dispatch.use_fp8 = true;
                 dispatch.scale_format = ScaleFormat::kFloat32;
                 dispatch.return_recv_hook = mode.hook;
+                const TensorView weights_view =
+                    TensorView::contiguous(d_w, DType::kFloat32, {mode.tokens, options.topk}, dev);
                 LowLatencyCombineArgs combine;
                 combine.y = TensorView::contiguous(d_y, DType::kBFloat16, {L, rows, options.hidden}, dev);
                 combine.topk_idx = dispatch.topk_idx;
-                combine.topk_weights =
-                    TensorView::contiguous(d_w, DType::kFloat32, {mode.tokens, options.topk}, dev);
                 combine.return_recv_hook = mode.hook;
+                if (mode.hierarchical) {
+                    dispatch.topk_weights = weights_view;
+                    combine.hierarchical = true;
+                } else {
+                    combine.topk_weights = weights_view;
+                }
 
                 // Bytes: a token crosses once to every rank owning one of its experts (record =
-                // fp8 payload + fp32 scales); combine returns one bf16 row per (token, k).
+                // fp8 payload + fp32 scales); combine returns one bf16 row per (token, k), or
+                // (hierarchical) one per (token, rank).
                 if (rank == 0) {
                     const double record = options.hidden + 4.0 * ((options.hidden + 127) / 128);
                     for (int t = 0; t < mode.tokens; ++t) {
@@ -186,12 +194,16 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
                         for (int k = 0; k < options.topk; ++k) {
                             const int q = int(idx[size_t(t) * options.topk + k] / L);
                             if (std::find(dests.begin(), dests.end(), q) == dests.end()) dests.push_back(q);
+                            if (mode.hierarchical) continue;
                             result.combine_bytes += options.hidden * 2.0;
                             if (q != rank) result.combine_nvlink_bytes += options.hidden * 2.0;
                         }
                         for (int q : dests) {
                             result.dispatch_bytes += record;
                             if (q != rank) result.dispatch_nvlink_bytes += record;
+                            if (!mode.hierarchical) continue;
+                            result.combine_bytes += options.hidden * 2.0;
+                            if (q != rank) result.combine_nvlink_bytes += options.hidden * 2.0;
                         }
                     }
                     result.buffer_bytes = int64_t(buffer.buffer_bytes());
@@ -365,6 +377,7 @@ BenchRecord make_record(const LlOptions& options, const RunInfo& run, int ranks,
     record.stamp(run);
     record.extra.push_back({"phase", JsonValue(phase)});
     record.extra.push_back({"hook", JsonValue(mode.hook)});
+    record.extra.push_back({"combine_reduction", JsonValue(mode.hierarchical ? "hierarchical" : "flat")});
     record.extra.push_back({"launch_on_caller_stream", JsonValue(options.caller_stream)});
     const std::vector<double>& host = dispatch ? result.host_dispatch_us : result.host_combine_us;
     if (!host.empty()) record.extra.push_back({"host_us_median", JsonValue(summarize(host).median)});
@@ -405,10 +418,12 @@ int run_ll_bench(int argc, char** argv) {
         for (int rank = 0; rank < ranks; ++rank) streams.emplace_back(rank * gpus / ranks);
         for (int tokens : {options.tokens, 1}) {
             for (const Mode mode : {Mode{tokens, false, false}, Mode{tokens, true, false},
-                                    Mode{tokens, false, true}, Mode{tokens, true, true}}) {
+                                    Mode{tokens, false, true}, Mode{tokens, true, true},
+                                    Mode{tokens, true, false, true}, Mode{tokens, false, true, true}}) {
                 // Progress on stderr: a run cut short still says how far it got.
-                std::fprintf(stderr, "switchyard-bench ll: %d token(s), %s, %s ...\n", tokens,
-                             mode.graph ? "graph replay" : "plain launches", mode.hook ? "hook" : "one call");
+                std::fprintf(stderr, "switchyard-bench ll: %d token(s), %s, %s%s ...\n", tokens,
+                             mode.graph ? "graph replay" : "plain launches", mode.hook ? "hook" : "one call",
+                             mode.hierarchical ? ", hierarchical combine" : "");
                 const ModeResult result = measure(options, ranks, gpus, mode, streams);
                 if (mode.hook && !mode.graph) {
                     records.push_back(
@@ -432,20 +447,22 @@ int run_ll_bench(int argc, char** argv) {
         std::fprintf(stderr, "switchyard-bench ll: %s\n", error.what());
         return 1;
     }
-    std::printf("%-9s %-6s %5s %5s %-18s %10s %10s %10s %10s %8s\n", "op", "tokens", "graph", "hook", "phase",
-                "median_us", "min_us", "max_us", "nvlink_GBs", "host_us");
+    std::printf("%-9s %-6s %5s %5s %-18s %-14s %10s %10s %10s %10s %8s\n", "op", "tokens", "graph", "hook",
+                "phase", "reduction", "median_us", "min_us", "max_us", "nvlink_GBs", "host_us");
     for (const BenchRecord& r : records) {
-        std::string phase = "?", host = "-";
+        std::string phase = "?", host = "-", reduction = "?";
         for (const auto& [key, value] : r.extra) {
             if (key == "phase") phase = value.dump(0);
             if (key == "host_us_median") host = value.dump(0);
+            if (key == "combine_reduction") reduction = value.dump(0);
         }
-        std::printf("%-9s %-6lld %5s %5s %-18s %10.2f %10.2f %10.2f %10.1f %8.8s\n", r.op.c_str(),
+        if (r.op == "dispatch" && reduction == "\"hierarchical\"") reduction = "\"(weights)\"";
+        std::printf("%-9s %-6lld %5s %5s %-18s %-14s %10.2f %10.2f %10.2f %10.1f %8.8s\n", r.op.c_str(),
                     (long long)r.tokens_per_rank, r.graph_replay ? "yes" : "no",
                     phase.find("hook") != std::string::npos || phase == "\"send\"" || phase == "\"recv\""
                         ? "yes"
                         : "no",
-                    phase.c_str(), r.time_us.median, r.time_us.min, r.time_us.max,
+                    phase.c_str(), reduction.c_str(), r.time_us.median, r.time_us.min, r.time_us.max,
                     r.nvlink_gbps.value_or(0.0), host.c_str());
     }
     if (options.out) {

@@ -67,11 +67,12 @@ struct Scenario {
     Case c;
     int num_ranks = 1;
     reference::Problem problem;
-    std::vector<reference::DispatchInput> inputs;         // [R]
-    reference::DispatchResult dispatched;                 // masked layout
-    std::vector<reference::CombineInput> expert_outputs;  // [R]: y of every rank (masked layout)
-    std::vector<reference::CombineHomeInput> home;        // [R]: combine weights
-    std::vector<reference::CombineOutput> combined;       // [R]
+    std::vector<reference::DispatchInput> inputs;                 // [R]
+    reference::DispatchResult dispatched;                         // masked layout
+    std::vector<reference::CombineInput> expert_outputs;          // [R]: y of every rank (masked layout)
+    std::vector<reference::CombineHomeInput> home;                // [R]: combine weights
+    std::vector<reference::CombineOutput> combined;               // [R]
+    std::vector<reference::CombineOutput> combined_hierarchical;  // [R]: the hierarchical reduction
     // Contiguous cases: the reference dispatch in that layout (same routing and data; its padding
     // rows are zero) and every rank's y in it (valid rows as in the masked y, other values in
     // the rest, which the combine must not read).
@@ -184,6 +185,9 @@ inline Scenario make_scenario(const Case& c, int num_ranks) {
     combine_options.weighted = true;
     combine_options.absent_ranks = c.absent;
     sc.combined = reference::combine(sc.dispatched.routing, sc.expert_outputs, sc.home, combine_options);
+    combine_options.hierarchical = true;  // the same weights, given to the dispatch
+    sc.combined_hierarchical =
+        reference::combine(sc.dispatched.routing, sc.expert_outputs, sc.home, combine_options);
     if (sc.is_contiguous()) add_contiguous_layout(sc, options);
     return sc;
 }
@@ -299,6 +303,18 @@ struct RankInputs {
         args.topk_weights = weights_view();
         return args;
     }
+    // A hierarchical combine weights on the expert ranks with the weights the dispatch carried.
+    LowLatencyDispatchArgs hierarchical_dispatch_args() const {
+        LowLatencyDispatchArgs args = dispatch_args();
+        args.topk_weights = weights_view();
+        return args;
+    }
+    LowLatencyCombineArgs hierarchical_combine_args(int num_ranks) const {
+        LowLatencyCombineArgs args = combine_args(num_ranks);
+        args.topk_weights = TensorView();
+        args.hierarchical = true;
+        return args;
+    }
 };
 
 // Scale words per row of the case's outputs (0 for bf16).
@@ -373,8 +389,8 @@ inline void check_dispatch(const Scenario& sc, int rank, const LowLatencyDispatc
 }
 
 inline void check_combine(const Scenario& sc, int rank, const DeviceTensor& out, cudaStream_t stream,
-                          const std::string& what) {
-    const auto& expected = sc.combined[rank].out;
+                          const std::string& what, bool hierarchical = false) {
+    const auto& expected = (hierarchical ? sc.combined_hierarchical : sc.combined)[rank].out;
     const auto got = download<uint16_t>(out.view().ptr(), expected.size(), stream);
     for (size_t i = 0; i < expected.size(); ++i)
         if (got[i] != expected[i])

@@ -1,4 +1,5 @@
-// Low-latency dispatch and combine against the CPU reference (weighted combine), bit for bit, for
+// Low-latency dispatch and combine against the CPU reference (weighted combine, flat and
+// hierarchical), bit for bit, for
 // EP 1/2/4/8: hidden 2048..8192 (incl. 2560, 7168), top-k 1..9, tokens 0, 1, odd and T_ll, all
 // tokens to one expert, -1 slots, fp8 with fp32 or UE8M0 scales and bf16, int32 and int64 ids, the
 // masked and the expert-major contiguous layout (alignments 1, 8, 16, 128; padding rows zeroed
@@ -21,6 +22,7 @@ struct Options {
     bool caller_out = false;
     bool zero_copy = false;
     bool stats = false;
+    bool hierarchical = false;  // weights given to the dispatch, partials per (token, rank)
 };
 
 // Per-rank device scratch of the rounds, allocated once before the first op. Nothing may be
@@ -61,7 +63,8 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     SY_CUDA_OK(cudaMemsetAsync(expert_stats.data(), 0, sizeof(int32_t) * L, env.stream));
     SY_CUDA_OK(cudaMemsetAsync(wait_stats.data(), 0, sizeof(int64_t) * R, env.stream));
 
-    LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
+    LowLatencyDispatchArgs dispatch =
+        options.hierarchical ? inputs.hierarchical_dispatch_args() : inputs.dispatch_args();
     dispatch.return_recv_hook = options.hook;
     if (options.stats) {
         dispatch.cumulative_local_expert_recv_stats =
@@ -85,7 +88,8 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
         for (int64_t ns : download<int64_t>(wait_stats.data(), R, env.stream)) SY_CHECK(ns >= 0);
     }
 
-    LowLatencyCombineArgs combine = inputs.combine_args(R);
+    LowLatencyCombineArgs combine =
+        options.hierarchical ? inputs.hierarchical_combine_args(R) : inputs.combine_args(R);
     combine.return_recv_hook = options.hook;
     DeviceArray<uint16_t>& out = scratch.out;
     SY_CHECK(out.size() >= size_t(inputs.tokens) * sc.c.hidden);
@@ -104,7 +108,7 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
     if (options.caller_out) SY_CHECK(combined.out.view().ptr() == out.data());
-    check_combine(sc, env.rank, combined.out, env.stream, what + " combine");
+    check_combine(sc, env.rank, combined.out, env.stream, what + " combine", options.hierarchical);
 }
 
 std::vector<Case> main_cases() {
@@ -191,7 +195,8 @@ void run_cases(const std::vector<Case>& cases, const std::function<Options(size_
             for (size_t i = 0; i < cases.size(); ++i) {
                 const Options options = options_of(i);
                 run_round(buffer, env, scenarios[i], all_inputs[i], scratch, options,
-                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : ""));
+                          rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : "") +
+                              (options.hierarchical ? " hierarchical" : ""));
             }
         });
     }
@@ -208,6 +213,21 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
         options.caller_out = i % 3 == 1;
         options.zero_copy = i % 3 == 2;
         options.stats = i == 0;
+        return options;
+    });
+}
+
+// The hierarchical combine (partials per (token, rank), weights carried by the dispatch) over the
+// same cases: top-k 1 to 9, -1 slots, all tokens to one expert, both layouts, hook mode, zero-copy
+// input and caller-provided out.
+SY_TEST(LowLatency, HierarchicalCombineMatchesReference) {
+    require_gpus(1);
+    run_cases(main_cases(), [](size_t i) {
+        Options options;
+        options.hierarchical = true;
+        options.hook = i % 2 == 0;
+        options.caller_out = i % 3 == 0;
+        options.zero_copy = i % 3 == 2;
         return options;
     });
 }
@@ -246,7 +266,8 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
             ia.load(sa, env.rank, env.stream);
             ib.load(sb, env.rank, env.stream);
             for (int round = 0; round < 3; ++round) {
-                LowLatencyDispatchArgs da = ia.dispatch_args(), db = ib.dispatch_args();
+                // Op B carries its weights and combines hierarchically.
+                LowLatencyDispatchArgs da = ia.dispatch_args(), db = ib.hierarchical_dispatch_args();
                 da.return_recv_hook = db.return_recv_hook = true;
                 auto ra = buffer.ll_dispatch(da, env.stream);
                 auto rb = buffer.ll_dispatch(db, env.stream);
@@ -257,7 +278,7 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
                 check_dispatch(sa, env.rank, ra, env.stream, "op A");
                 check_dispatch(sb, env.rank, rb, env.stream, "op B");
                 LowLatencyCombineArgs ca_args = ia.combine_args(rc.ranks),
-                                      cb_args = ib.combine_args(rc.ranks);
+                                      cb_args = ib.hierarchical_combine_args(rc.ranks);
                 ca_args.return_recv_hook = cb_args.return_recv_hook = true;
                 auto oa = buffer.ll_combine(ca_args, ra.handle, env.stream);
                 auto ob = buffer.ll_combine(cb_args, rb.handle, env.stream);
@@ -266,7 +287,7 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
                 SY_CUDA_OK(cudaStreamSynchronize(env.stream));
                 buffer.check_errors();
                 check_combine(sa, env.rank, oa.out, env.stream, "combine A");
-                check_combine(sb, env.rank, ob.out, env.stream, "combine B");
+                check_combine(sb, env.rank, ob.out, env.stream, "combine B (hierarchical)", true);
             }
         });
     }
@@ -352,6 +373,26 @@ SY_TEST(LowLatency, RejectsBadArguments) {
                              "zero_padding applies to the expert-major contiguous layout only");
         SY_CHECK_THROWS_WITH(buffer.ll_combine(inputs.combine_args(1), nullptr, env.stream), InvalidArgument,
                              "handle");
+        args = inputs.hierarchical_dispatch_args();
+        args.topk_weights.dtype = DType::kBFloat16;
+        SY_CHECK_THROWS_WITH(buffer.ll_dispatch(args, env.stream), InvalidArgument,
+                             "topk_weights must be fp32");
+        // A hierarchical combine needs the dispatch's weights, and only those (valid inputs, so
+        // the ops that are accepted run cleanly).
+        inputs.load(make_scenario(c, 1), 0, env.stream);
+        LowLatencyDispatchResult plain = buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
+        SY_CHECK_THROWS_WITH(buffer.ll_combine(inputs.hierarchical_combine_args(1), plain.handle, env.stream),
+                             InvalidArgument, "pass topk_weights to ll_dispatch");
+        LowLatencyCombineResult flat = buffer.ll_combine(inputs.combine_args(1), plain.handle, env.stream);
+        LowLatencyDispatchResult weighted =
+            buffer.ll_dispatch(inputs.hierarchical_dispatch_args(), env.stream);
+        LowLatencyCombineArgs both = inputs.hierarchical_combine_args(1);
+        both.topk_weights = inputs.weights_view();
+        SY_CHECK_THROWS_WITH(buffer.ll_combine(both, weighted.handle, env.stream), InvalidArgument,
+                             "leave the combine's topk_weights empty");
+        flat = buffer.ll_combine(inputs.combine_args(1), weighted.handle, env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
     });
 }
 

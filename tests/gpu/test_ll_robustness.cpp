@@ -1,5 +1,6 @@
 // Low-latency ops under CUDA-graph capture and replay (plain and hook mode, new data in the same
-// input buffers every replay; the masked layout, and the contiguous one with zero_padding),
+// input buffers every replay; the masked layout, and the contiguous one with zero_padding and the
+// hierarchical combine),
 // masking of a rank that stops taking part, a timeout without masking (TimeoutError, then a
 // collective reset), and a 1,000-iteration soak with routing that changes every iteration. Every
 // output is compared with the CPU reference.
@@ -18,15 +19,20 @@ namespace {
 struct Round {
     LowLatencyDispatchResult dispatched;
     LowLatencyCombineResult combined;
+    bool hierarchical = false;
 };
 
-Round issue_round(Buffer& buffer, RankEnv& env, const RankInputs& inputs, bool hook) {
+Round issue_round(Buffer& buffer, RankEnv& env, const RankInputs& inputs, bool hook,
+                  bool hierarchical = false) {
     Round round;
-    LowLatencyDispatchArgs dispatch = inputs.dispatch_args();
+    round.hierarchical = hierarchical;
+    LowLatencyDispatchArgs dispatch =
+        hierarchical ? inputs.hierarchical_dispatch_args() : inputs.dispatch_args();
     dispatch.return_recv_hook = hook;
     round.dispatched = buffer.ll_dispatch(dispatch, env.stream);
     if (hook) round.dispatched.receive();
-    LowLatencyCombineArgs combine = inputs.combine_args(env.num_ranks);
+    LowLatencyCombineArgs combine =
+        hierarchical ? inputs.hierarchical_combine_args(env.num_ranks) : inputs.combine_args(env.num_ranks);
     combine.return_recv_hook = hook;
     round.combined = buffer.ll_combine(combine, round.dispatched.handle, env.stream);
     if (hook) round.combined.receive();
@@ -38,7 +44,8 @@ void check_round(Buffer& buffer, RankEnv& env, const Scenario& sc, const Round& 
     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
     check_dispatch(sc, env.rank, round.dispatched, env.stream, what);
-    check_combine(sc, env.rank, round.combined.out, env.stream, what);
+    check_combine(sc, env.rank, round.combined.out, env.stream,
+                  what + (round.hierarchical ? " (hierarchical)" : ""), round.hierarchical);
 }
 
 // Loads the LL kernels of every case variant in `cases` before any rank's first op: with ranks
@@ -57,7 +64,7 @@ void load_kernels(Buffer& buffer, RankInputs& inputs, const std::vector<Case>& c
 // Captures one round of `c`'s shape (plain and hook mode) and replays it with 4 new scenarios.
 // Before each replay the captured outputs are set to 0xff: the replay must write every checked
 // byte (valid rows and, with zero_padding, the contiguous padding) from device-side counts.
-void check_graph_replay(Case c) {
+void check_graph_replay(Case c, bool hierarchical = false) {
     for (const RankConfig& rc : standard_rank_configs()) {
         if (rc.ranks == 1) continue;
         std::printf("  %s %s\n", rc.name().c_str(), describe(c).c_str());
@@ -79,13 +86,13 @@ void check_graph_replay(Case c) {
                     const std::string mode = hook ? "graph (hook)" : "graph";
                     inputs.load(scenarios[0], env.rank, env.stream);
                     // Warm-up outside the capture compiles and loads the kernels.
-                    check_round(buffer, env, scenarios[0], issue_round(buffer, env, inputs, hook),
-                                mode + " warm-up");
+                    check_round(buffer, env, scenarios[0],
+                                issue_round(buffer, env, inputs, hook, hierarchical), mode + " warm-up");
 
                     cudaGraph_t graph = nullptr;
                     cudaGraphExec_t exec = nullptr;
                     SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
-                    Round captured = issue_round(buffer, env, inputs, hook);
+                    Round captured = issue_round(buffer, env, inputs, hook, hierarchical);
                     SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
                     SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph,
                                                              cudaGraphInstantiateFlagAutoFreeOnLaunch));
@@ -118,12 +125,13 @@ SY_TEST(LowLatency, CudaGraphReplay) {
 }
 
 // The contiguous layout with zero_padding under capture: the padding's extent comes from the
-// device-side counts of each replay (alignment 32: at EP2, more padding rows than real ones).
+// device-side counts of each replay (alignment 32: at EP2, more padding rows than real ones). Its
+// combines are hierarchical: the per-record routing is read from device memory at each replay.
 SY_TEST(LowLatency, CudaGraphReplayContiguousZeroPadding) {
     require_gpus(1);
     Case c;
     c.hidden = 2560, c.topk = 8, c.experts = 32, c.contiguous_alignment = 32, c.zero_padding = true;
-    check_graph_replay(c);
+    check_graph_replay(c, true);
 }
 
 SY_TEST(LowLatency, MasksUnresponsiveRank) {
@@ -187,7 +195,9 @@ SY_TEST(LowLatency, MasksUnresponsiveRank) {
             // Later ops skip the masked rank without waiting.
             inputs.load(without_second, env.rank, env.stream);
             const auto start = std::chrono::steady_clock::now();
-            check_round(buffer, env, without_second, issue_round(buffer, env, inputs, env.rank % 2 == 0),
+            // (Hierarchical combines: a masked rank's partials count as absent too.)
+            check_round(buffer, env, without_second,
+                        issue_round(buffer, env, inputs, env.rank % 2 == 0, /*hierarchical=*/true),
                         "rank 3 masked");
             SY_CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(400));
             buffer.ll_set_mask(absent, false);
@@ -259,7 +269,8 @@ SY_TEST(LowLatency, Soak1000Iterations) {
             const Scenario sc = make_scenario(c, 2);
             inputs.c = c;
             inputs.load(sc, env.rank, env.stream);
-            check_round(buffer, env, sc, issue_round(buffer, env, inputs, iteration % 4 == 1),
+            check_round(buffer, env, sc,
+                        issue_round(buffer, env, inputs, iteration % 4 == 1, iteration % 3 == 2),
                         "soak iteration " + std::to_string(iteration));
         }
     });
