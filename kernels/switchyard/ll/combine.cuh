@@ -110,63 +110,100 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
                                 : expert * args.y_expert_stride + expert_row * args.y_row_stride;
 }
 
-// Hierarchical send: the eight channels of lane's share of 256-channel step `step` of the partial
-// of the token in received record (source, slot): this rank's rows of it, weighted and summed over
-// k ascending in fp32, rounded to bf16 once, stored in the home's slot [first k owned here][t].
+// Hierarchical send. A work item is kLlPartialStepsPerItem 256-channel steps of one received
+// token's partial; a warp loads the routing of its next item (PartialRouting) before it works on
+// the current one, so that dependent load is off the item's critical path.
+constexpr int kLlPartialStepsPerItem = 2;
+
+struct PartialRouting {
+    int32_t packed;  // lane k < K: the row of slot k here (ll_pack_row), or -1
+    float weight;    // lane k < K: its weight
+    int32_t token;   // the home token
+    int32_t source;  // the home rank
+};
+
+template <int kTopk>
+SY_DEVICE PartialRouting load_partial_routing(const LlCombineArgs& args, int32_t source, int32_t slot) {
+    const uint32_t lane = ptx::lane_id();
+    const int64_t entry = int64_t(source) * args.buffer.set_layout.max_tokens + slot;
+    const int32_t* rows = args.recv_token_rows + entry * (kTopk + 1);
+    PartialRouting routing;
+    routing.packed = int(lane) < kTopk ? rows[1 + lane] : -1;
+    routing.weight = int(lane) < kTopk ? args.recv_token_weights[entry * kTopk + lane] : 0.0f;
+    routing.token = rows[0];
+    routing.source = source;
+    return routing;
+}
+
+// Lane's eight channels of each step of item `part` of a token's partial: this rank's rows of the
+// token, weighted and summed over k ascending in fp32, rounded to bf16 once, stored in the home's
+// slot [first k owned here][t].
 template <int kHidden, int kTopk>
-SY_DEVICE void send_partial_step(const LlCombineArgs& args, int32_t source, int32_t slot, int step,
-                                 int32_t set, const uint32_t* shared_mask, const int32_t* y_starts) {
+SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& routing, int part, int32_t set,
+                            const uint32_t* shared_mask, const int32_t* y_starts) {
+    constexpr int kSteps = kLlPartialStepsPerItem;
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
-    const int64_t entry = int64_t(source) * buffer.set_layout.max_tokens + slot;
-    const int32_t* rows = args.recv_token_rows + entry * (kTopk + 1);
-    const int32_t packed = int(lane) < kTopk ? rows[1 + lane] : -1;
-    const float weight = int(lane) < kTopk ? args.recv_token_weights[entry * kTopk + lane] : 0.0f;
-    const int32_t token = rows[0];
-    if (shared_mask[source]) return;  // the home is masked: it reads nothing
-    const uint32_t slots = __ballot_sync(0xffffffffu, packed >= 0);
+    if (shared_mask[routing.source]) return;  // the home is masked: it reads nothing
+    const uint32_t slots = __ballot_sync(0xffffffffu, routing.packed >= 0);
     if (slots == 0) return;
-    const int64_t offset = packed >= 0 ? y_row_offset(args, int32_t(packed / rows_per_expert),
-                                                      int32_t(packed % rows_per_expert), y_starts)
-                                       : 0;
-    const int channel = step * 256 + int(lane) * 8;
-    const bool in_range = channel < kHidden;
-    const uint8_t* y = static_cast<const uint8_t*>(args.y);
-    float acc[8];
+    const int64_t offset = routing.packed >= 0
+                               ? y_row_offset(args, int32_t(routing.packed / rows_per_expert),
+                                              int32_t(routing.packed % rows_per_expert), y_starts)
+                               : 0;
+    int channel[kSteps];
+    bool in_range[kSteps];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
-    // Up to eight rows' loads in flight before their FMAs, which then run in k order.
+    for (int i = 0; i < kSteps; ++i) {
+        channel[i] = (part * kSteps + i) * 256 + int(lane) * 8;
+        in_range[i] = channel[i] < kHidden;
+    }
+    const uint8_t* y = static_cast<const uint8_t*>(args.y);
+    float acc[kSteps][8];
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
+    // Up to eight rows' loads (every step of each) in flight before their FMAs, which then run in
+    // k order.
     constexpr int kBatch = kTopk < 8 ? kTopk : 8;
 #pragma unroll
     for (int first = 0; first < kTopk; first += kBatch) {
-        uint4 chunks[kBatch];
+        uint4 chunks[kBatch][kSteps];
         float weights[kBatch];
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             const int k = first + j < kTopk ? first + j : 0;
-            weights[j] = __shfl_sync(0xffffffffu, weight, k);
+            weights[j] = __shfl_sync(0xffffffffu, routing.weight, k);
             const int64_t from = __shfl_sync(0xffffffffu, offset, k);
-            if (first + j < kTopk && ((slots >> k) & 1u) && in_range)
-                chunks[j] = *reinterpret_cast<const uint4*>(y + (from + channel) * 2);
+#pragma unroll
+            for (int i = 0; i < kSteps; ++i)
+                if (first + j < kTopk && ((slots >> k) & 1u) && in_range[i])
+                    chunks[j][i] = *reinterpret_cast<const uint4*>(y + (from + channel[i]) * 2);
         }
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
             const int k = first + j;
-            if (!(k < kTopk && ((slots >> k) & 1u) && in_range)) continue;
-            const uint32_t words[4] = {chunks[j].x, chunks[j].y, chunks[j].z, chunks[j].w};
+            if (!(k < kTopk && ((slots >> k) & 1u))) continue;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                acc[2 * i] = fp8::fma_rn(weights[j], fp8::bf16_low(words[i]), acc[2 * i]);
-                acc[2 * i + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[i]), acc[2 * i + 1]);
+            for (int i = 0; i < kSteps; ++i) {
+                if (!in_range[i]) continue;
+                const uint32_t words[4] = {chunks[j][i].x, chunks[j][i].y, chunks[j][i].z, chunks[j][i].w};
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    acc[i][2 * w] = fp8::fma_rn(weights[j], fp8::bf16_low(words[w]), acc[i][2 * w]);
+                    acc[i][2 * w + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[w]), acc[i][2 * w + 1]);
+                }
             }
         }
     }
-    if (!in_range) return;
-    uint8_t* to =
-        buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), __ffs(slots) - 1,
-                                      token, LlSetLayout::combine_row_bytes(kHidden));
-    *reinterpret_cast<uint4*>(to + int64_t(channel) * 2) = pack_bf16x8(acc);
+    uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[routing.source], set),
+                                                __ffs(slots) - 1, routing.token,
+                                                LlSetLayout::combine_row_bytes(kHidden));
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i)
+        if (in_range[i]) *reinterpret_cast<uint4*>(to + int64_t(channel[i]) * 2) = pack_bf16x8(acc[i]);
 }
 
 template <typename IndexT>
@@ -333,30 +370,44 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         __syncthreads();
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
-        constexpr int kSteps = (kHidden + 255) / 256;
+        constexpr int kPartialItems =
+            ((kHidden + 255) / 256 + ll_combine_detail::kLlPartialStepsPerItem - 1) /
+            ll_combine_detail::kLlPartialStepsPerItem;
         ll_trace(buffer, 2);
-        // Flat: a row's slice per item; hierarchical: a received token's 256-channel step per item.
+        // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item.
         const int64_t items =
-            args.hierarchical ? int64_t(record_starts[R]) * kSteps : int64_t(row_starts[L]) * kSlices;
+            args.hierarchical ? int64_t(record_starts[R]) * kPartialItems : int64_t(row_starts[L]) * kSlices;
         const int32_t sending_blocks = ll_sending_blocks(items, kNumWarps, buffer.send_items_per_warp);
+        const int64_t stride = int64_t(sending_blocks) * kNumWarps;
         if (int32_t(blockIdx.x) < sending_blocks) {
-            for (int64_t item = global_warp; item < items; item += int64_t(sending_blocks) * kNumWarps) {
-                if (args.hierarchical) {
-                    const int32_t record = int32_t(item / kSteps);
+            if (args.hierarchical) {
+                // Each item's routing is loaded one item ahead.
+                auto routing_of = [&](int64_t item) {
+                    const int32_t record = int32_t(item / kPartialItems);
                     const int32_t source = last_start_at_or_below(record_starts, R, record);
-                    ll_combine_detail::send_partial_step<kHidden, kTopk>(
-                        args, source, record - record_starts[source], int(item % kSteps), set, shared_mask,
-                        y_starts);
-                    continue;
+                    return ll_combine_detail::load_partial_routing<kTopk>(args, source,
+                                                                          record - record_starts[source]);
+                };
+                ll_combine_detail::PartialRouting routing{};
+                if (global_warp < items) routing = routing_of(global_warp);
+                for (int64_t item = global_warp; item < items; item += stride) {
+                    ll_combine_detail::PartialRouting next{};
+                    if (item + stride < items) next = routing_of(item + stride);
+                    ll_combine_detail::send_partial<kHidden, kTopk>(args, routing, int(item % kPartialItems),
+                                                                    set, shared_mask, y_starts);
+                    routing = next;
                 }
-                const int32_t row = int32_t(item / kSlices);
-                // The expert whose rows hold `row`: the last e with row_starts[e] <= row.
-                const int32_t expert = last_start_at_or_below(row_starts, L, row);
-                const int32_t expert_row = row - row_starts[expert];
-                ll_combine_detail::send_row<kHidden>(
-                    args, expert, expert_row,
-                    ll_combine_detail::y_row_offset(args, expert, expert_row, y_starts), int(item % kSlices),
-                    set, shared_mask);
+            } else {
+                for (int64_t item = global_warp; item < items; item += stride) {
+                    const int32_t row = int32_t(item / kSlices);
+                    // The expert whose rows hold `row`: the last e with row_starts[e] <= row.
+                    const int32_t expert = last_start_at_or_below(row_starts, L, row);
+                    const int32_t expert_row = row - row_starts[expert];
+                    ll_combine_detail::send_row<kHidden>(
+                        args, expert, expert_row,
+                        ll_combine_detail::y_row_offset(args, expert, expert_row, y_starts),
+                        int(item % kSlices), set, shared_mask);
+                }
             }
             ll_trace(buffer, 3);
             ll_arrive(buffer, kLlCombine, sequence, sending_blocks, shared_mask);
