@@ -112,8 +112,10 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
 
 // Hierarchical send. A work item is kLlPartialStepsPerItem 256-channel steps of one received
 // token's partial; a warp loads the routing of its next item (PartialRouting) before it works on
-// the current one, so that dependent load is off the item's critical path.
-constexpr int kLlPartialStepsPerItem = 2;
+// the current one, so that dependent load is off the item's critical path. (128 tokens, EP2, graph
+// replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2; without the routing
+// ahead and 1 step, 27.1 at 0ea26ed.)
+constexpr int kLlPartialStepsPerItem = 4;
 
 struct PartialRouting {
     int32_t packed;  // lane k < K: the row of slot k here (ll_pack_row), or -1
