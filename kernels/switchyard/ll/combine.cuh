@@ -110,13 +110,91 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
                                 : expert * args.y_expert_stride + expert_row * args.y_row_stride;
 }
 
-// Hierarchical send. A work item is kLlPartialStepsPerItem 256-channel steps of one received
-// token's partial; a warp loads the routing of its next item (PartialRouting) before it works on
-// the current one, so that dependent load is off the item's critical path. (128 tokens, EP2, graph
-// replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2; without the routing
-// ahead and 1 step, 27.1 at 0ea26ed.)
-constexpr int kLlPartialStepsPerItem = 4;
+// The reductions (flat receive, hierarchical send and receive) work in items of
+// kLlReduceStepsPerItem 256-channel steps of one token: a lane holds eight channels of each step,
+// and every step of every row of a batch is loaded before any is added. (Hierarchical send, 128
+// tokens, EP2, graph replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2.)
+constexpr int kLlReduceStepsPerItem = 4;
+SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden) {
+    return ((hidden + 255) / 256 + kLlReduceStepsPerItem - 1) / kLlReduceStepsPerItem;
+}
 
+struct ReduceItem {
+    int channel[kLlReduceStepsPerItem];  // lane's first channel of each step
+    bool in_range[kLlReduceStepsPerItem];
+};
+
+template <int kHidden>
+SY_DEVICE ReduceItem reduce_item(int part) {
+    ReduceItem item;
+#pragma unroll
+    for (int i = 0; i < kLlReduceStepsPerItem; ++i) {
+        item.channel[i] = (part * kLlReduceStepsPerItem + i) * 256 + int(ptx::lane_id()) * 8;
+        item.in_range[i] = item.channel[i] < kHidden;
+    }
+    return item;
+}
+
+// acc = fma(weight, row, acc) over the warp's selected rows, in `position` order (0 .. count - 1):
+// lane l offers one row (`row`, `weight`) when `selected`. With weight 1 the fma is the rounded
+// sum acc + row. The order is what makes the result match the reference bit for bit.
+template <int kBatch>
+SY_DEVICE void accumulate_rows(const uint8_t* row, float weight, bool selected, int position, int count,
+                               const ReduceItem& item, float (&acc)[kLlReduceStepsPerItem][8]) {
+    constexpr int kSteps = kLlReduceStepsPerItem;
+    for (int first = 0; first < count; first += kBatch) {
+        uint4 chunks[kBatch][kSteps];
+        float weights[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const uint32_t offering = __ballot_sync(0xffffffffu, selected && position == first + j);
+            const int from_lane = offering != 0 ? __ffs(offering) - 1 : 0;
+            weights[j] = __shfl_sync(0xffffffffu, weight, from_lane);
+            const auto* from = reinterpret_cast<const uint8_t*>(
+                __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(row), from_lane));
+            if (offering == 0) continue;
+#pragma unroll
+            for (int i = 0; i < kSteps; ++i)
+                if (item.in_range[i])
+                    chunks[j][i] = *reinterpret_cast<const uint4*>(from + int64_t(item.channel[i]) * 2);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            if (first + j >= count) continue;
+#pragma unroll
+            for (int i = 0; i < kSteps; ++i) {
+                if (!item.in_range[i]) continue;
+                const uint32_t words[4] = {chunks[j][i].x, chunks[j][i].y, chunks[j][i].z, chunks[j][i].w};
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    acc[i][2 * w] = fp8::fma_rn(weights[j], fp8::bf16_low(words[w]), acc[i][2 * w]);
+                    acc[i][2 * w + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[w]), acc[i][2 * w + 1]);
+                }
+            }
+        }
+    }
+}
+
+// A reduction item: the selected rows summed as accumulate_rows says, from zero, rounded to bf16
+// once and stored to the row at `to`.
+template <int kTopk>
+SY_DEVICE void reduce_rows_to(uint8_t* to, const uint8_t* row, float weight, bool selected, int position,
+                              const ReduceItem& item) {
+    float acc[kLlReduceStepsPerItem][8];
+#pragma unroll
+    for (int i = 0; i < kLlReduceStepsPerItem; ++i)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
+    const int count = __popc(__ballot_sync(0xffffffffu, selected));
+    accumulate_rows<(kTopk < 8 ? kTopk : 8)>(row, weight, selected, position, count, item, acc);
+#pragma unroll
+    for (int i = 0; i < kLlReduceStepsPerItem; ++i)
+        if (item.in_range[i])
+            *reinterpret_cast<uint4*>(to + int64_t(item.channel[i]) * 2) = pack_bf16x8(acc[i]);
+}
+
+// Hierarchical send: a warp loads the routing of its next item (PartialRouting) before it works on
+// the current one, so that dependent load is off the item's critical path.
 struct PartialRouting {
     int32_t packed;  // lane k < K: the row of slot k here (ll_pack_row), or -1
     float weight;    // lane k < K: its weight
@@ -137,75 +215,27 @@ SY_DEVICE PartialRouting load_partial_routing(const LlCombineArgs& args, int32_t
     return routing;
 }
 
-// Lane's eight channels of each step of item `part` of a token's partial: this rank's rows of the
-// token, weighted and summed over k ascending in fp32, rounded to bf16 once, stored in the home's
-// slot [first k owned here][t].
+// Item `part` of a received token's partial: this rank's rows of the token, weighted and summed
+// over k ascending in fp32, rounded to bf16 once, stored in the home's slot [first k owned here][t].
 template <int kHidden, int kTopk>
 SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& routing, int part, int32_t set,
                             const uint32_t* shared_mask, const int32_t* y_starts) {
-    constexpr int kSteps = kLlPartialStepsPerItem;
-    const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
     if (shared_mask[routing.source]) return;  // the home is masked: it reads nothing
-    const uint32_t slots = __ballot_sync(0xffffffffu, routing.packed >= 0);
+    const bool local = routing.packed >= 0;
+    const uint32_t slots = __ballot_sync(0xffffffffu, local);
     if (slots == 0) return;
-    const int64_t offset = routing.packed >= 0
-                               ? y_row_offset(args, int32_t(routing.packed / rows_per_expert),
-                                              int32_t(routing.packed % rows_per_expert), y_starts)
-                               : 0;
-    int channel[kSteps];
-    bool in_range[kSteps];
-#pragma unroll
-    for (int i = 0; i < kSteps; ++i) {
-        channel[i] = (part * kSteps + i) * 256 + int(lane) * 8;
-        in_range[i] = channel[i] < kHidden;
-    }
-    const uint8_t* y = static_cast<const uint8_t*>(args.y);
-    float acc[kSteps][8];
-#pragma unroll
-    for (int i = 0; i < kSteps; ++i)
-#pragma unroll
-        for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
-    // Up to eight rows' loads (every step of each) in flight before their FMAs, which then run in
-    // k order.
-    constexpr int kBatch = kTopk < 8 ? kTopk : 8;
-#pragma unroll
-    for (int first = 0; first < kTopk; first += kBatch) {
-        uint4 chunks[kBatch][kSteps];
-        float weights[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int k = first + j < kTopk ? first + j : 0;
-            weights[j] = __shfl_sync(0xffffffffu, routing.weight, k);
-            const int64_t from = __shfl_sync(0xffffffffu, offset, k);
-#pragma unroll
-            for (int i = 0; i < kSteps; ++i)
-                if (first + j < kTopk && ((slots >> k) & 1u) && in_range[i])
-                    chunks[j][i] = *reinterpret_cast<const uint4*>(y + (from + channel[i]) * 2);
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int k = first + j;
-            if (!(k < kTopk && ((slots >> k) & 1u))) continue;
-#pragma unroll
-            for (int i = 0; i < kSteps; ++i) {
-                if (!in_range[i]) continue;
-                const uint32_t words[4] = {chunks[j][i].x, chunks[j][i].y, chunks[j][i].z, chunks[j][i].w};
-#pragma unroll
-                for (int w = 0; w < 4; ++w) {
-                    acc[i][2 * w] = fp8::fma_rn(weights[j], fp8::bf16_low(words[w]), acc[i][2 * w]);
-                    acc[i][2 * w + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[w]), acc[i][2 * w + 1]);
-                }
-            }
-        }
-    }
+    const uint8_t* row = static_cast<const uint8_t*>(args.y) +
+                         (local ? y_row_offset(args, int32_t(routing.packed / rows_per_expert),
+                                               int32_t(routing.packed % rows_per_expert), y_starts) *
+                                      2
+                                : 0);
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[routing.source], set),
                                                 __ffs(slots) - 1, routing.token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
-#pragma unroll
-    for (int i = 0; i < kSteps; ++i)
-        if (in_range[i]) *reinterpret_cast<uint4*>(to + int64_t(channel[i]) * 2) = pack_bf16x8(acc[i]);
+    reduce_rows_to<kTopk>(to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
+                          reduce_item<kHidden>(part));
 }
 
 template <typename IndexT>
@@ -214,66 +244,42 @@ SY_DEVICE int32_t home_expert(const LlCombineArgs& args, int32_t t, int32_t k) {
     return raw < 0 || raw >= args.num_experts ? -1 : int32_t(raw);
 }
 
-// Eight channels of token t (lane's share of one 256-channel step), reduced over k ascending.
-template <int kHidden, int kTopk, typename IndexT>
-SY_DEVICE void reduce_token_step(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int step,
-                                 const uint32_t* shared_present) {
+// Lane k < K: the expert of token t's slot k, or -1 for an empty or invalid slot and for a repeat
+// of an earlier slot's expert (the dispatch sent the token to it once).
+template <int kTopk, typename IndexT>
+SY_DEVICE int32_t home_slot_expert(const LlCombineArgs& args, int32_t t) {
     const uint32_t lane = ptx::lane_id();
-    const LlBufferArgs& buffer = args.buffer;
     int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
     const uint32_t same = __match_any_sync(0xffffffffu, expert);
-    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;  // the dispatch sent it once
+    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;
+    return expert;
+}
+
+// Flat receive, item `part` of token t: fma over k ascending of w[t][k] * y(t, k), skipping
+// empty slots, repeats and slots whose owner is masked.
+template <int kHidden, int kTopk, typename IndexT>
+SY_DEVICE void reduce_token(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int part,
+                            const uint32_t* shared_present) {
+    const uint32_t lane = ptx::lane_id();
+    const int32_t expert = home_slot_expert<kTopk, IndexT>(args, t);
     const bool valid = expert >= 0 && shared_present[expert / args.local_experts] != 0;
     const float weight = valid ? args.topk_weights[int64_t(t) * args.weights_row_stride + lane] : 0.0f;
     const uint32_t slots = __ballot_sync(0xffffffffu, valid);
-
-    const int channel = step * 256 + int(lane) * 8;
-    const bool in_range = channel < kHidden;
-    float acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
-    const int64_t kRowBytes = LlSetLayout::combine_row_bytes(kHidden);
-    // Up to eight slots' loads in flight before their FMAs, which then run in k order.
-    constexpr int kBatch = kTopk < 8 ? kTopk : 8;
-#pragma unroll
-    for (int first = 0; first < kTopk; first += kBatch) {
-        uint4 chunks[kBatch];
-        float weights[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int k = first + j;
-            weights[j] = __shfl_sync(0xffffffffu, weight, k < kTopk ? k : 0);
-            if (k < kTopk && ((slots >> k) & 1u) && in_range)
-                chunks[j] = *reinterpret_cast<const uint4*>(
-                    buffer.set_layout.combine_row(set_base, k, t, kRowBytes) + int64_t(channel) * 2);
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int k = first + j;
-            if (!(k < kTopk && ((slots >> k) & 1u) && in_range)) continue;
-            const uint32_t words[4] = {chunks[j].x, chunks[j].y, chunks[j].z, chunks[j].w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                acc[2 * i] = fp8::fma_rn(weights[j], fp8::bf16_low(words[i]), acc[2 * i]);
-                acc[2 * i + 1] = fp8::fma_rn(weights[j], fp8::bf16_high(words[i]), acc[2 * i + 1]);
-            }
-        }
-    }
-    if (!in_range) return;
-    *reinterpret_cast<uint4*>(static_cast<uint8_t*>(args.out) +
-                              (int64_t(t) * args.out_row_stride + channel) * 2) = pack_bf16x8(acc);
+    const uint8_t* row = valid ? args.buffer.set_layout.combine_row(set_base, int32_t(lane), t,
+                                                                    LlSetLayout::combine_row_bytes(kHidden))
+                               : nullptr;
+    reduce_rows_to<kTopk>(static_cast<uint8_t*>(args.out) + int64_t(t) * args.out_row_stride * 2, row, weight,
+                          valid, __popc(slots & ptx::lanemask_lt()), reduce_item<kHidden>(part));
 }
 
-// Hierarchical receive: eight channels of token t (lane's share of one 256-channel step), the sum
-// of the ranks' partials in ascending rank order. Each rank that owns one of the token's experts
-// (and is present) sent one partial, in the slot of its first k.
+// Hierarchical receive, item `part` of token t: the sum of the ranks' partials in ascending rank
+// order. Each present rank that owns one of the token's experts sent one partial, in the slot of
+// its first k.
 template <int kHidden, int kTopk, typename IndexT>
-SY_DEVICE void reduce_partials_step(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int step,
-                                    const uint32_t* shared_present) {
+SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int part,
+                               const uint32_t* shared_present) {
     const uint32_t lane = ptx::lane_id();
-    int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
-    const uint32_t same = __match_any_sync(0xffffffffu, expert);
-    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;  // the dispatch sent it once
+    const int32_t expert = home_slot_expert<kTopk, IndexT>(args, t);
     const int32_t owner =
         expert >= 0 && shared_present[expert / args.local_experts] != 0 ? expert / args.local_experts : -1;
     // The lowest k of each owner holds its partial; `position` orders those slots by rank.
@@ -285,39 +291,11 @@ SY_DEVICE void reduce_partials_step(const LlCombineArgs& args, uint8_t* set_base
         const int32_t other = __shfl_sync(0xffffffffu, owner, __ffs(rest) - 1);
         if (holds && other < owner) ++position;
     }
-    const int partials = __popc(holders);
-
-    const int channel = step * 256 + int(lane) * 8;
-    const bool in_range = channel < kHidden;
-    const int64_t kRowBytes = LlSetLayout::combine_row_bytes(kHidden);
-    float acc[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = 0.0f;
-    constexpr int kBatch = kTopk < 8 ? kTopk : 8;
-    for (int first = 0; first < partials; first += kBatch) {
-        uint4 chunks[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const uint32_t slot = __ballot_sync(0xffffffffu, holds && position == first + j);
-            if (slot != 0 && in_range)
-                chunks[j] = *reinterpret_cast<const uint4*>(
-                    args.buffer.set_layout.combine_row(set_base, __ffs(slot) - 1, t, kRowBytes) +
-                    int64_t(channel) * 2);
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            if (first + j >= partials || !in_range) continue;
-            const uint32_t words[4] = {chunks[j].x, chunks[j].y, chunks[j].z, chunks[j].w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                acc[2 * i] = acc[2 * i] + fp8::bf16_low(words[i]);
-                acc[2 * i + 1] = acc[2 * i + 1] + fp8::bf16_high(words[i]);
-            }
-        }
-    }
-    if (!in_range) return;
-    *reinterpret_cast<uint4*>(static_cast<uint8_t*>(args.out) +
-                              (int64_t(t) * args.out_row_stride + channel) * 2) = pack_bf16x8(acc);
+    const uint8_t* row = holds ? args.buffer.set_layout.combine_row(set_base, int32_t(lane), t,
+                                                                    LlSetLayout::combine_row_bytes(kHidden))
+                               : nullptr;
+    reduce_rows_to<kTopk>(static_cast<uint8_t*>(args.out) + int64_t(t) * args.out_row_stride * 2, row, 1.0f,
+                          holds, position, reduce_item<kHidden>(part));
 }
 
 }  // namespace ll_combine_detail
@@ -372,9 +350,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         __syncthreads();
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
-        constexpr int kPartialItems =
-            ((kHidden + 255) / 256 + ll_combine_detail::kLlPartialStepsPerItem - 1) /
-            ll_combine_detail::kLlPartialStepsPerItem;
+        constexpr int kPartialItems = ll_combine_detail::reduce_items_per_token(kHidden);
         ll_trace(buffer, 2);
         // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item.
         const int64_t items =
@@ -424,15 +400,15 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             return;
         ll_trace(buffer, 5);
         uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
-        constexpr int kStepsPerToken = (kHidden + 255) / 256;
-        const int32_t items = args.num_tokens * kStepsPerToken;
+        constexpr int kItemsPerToken = ll_combine_detail::reduce_items_per_token(kHidden);
+        const int32_t items = args.num_tokens * kItemsPerToken;
         for (int32_t item = global_warp; item < items; item += num_warps) {
             if (args.hierarchical)
-                ll_combine_detail::reduce_partials_step<kHidden, kTopk, IndexT>(
-                    args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+                ll_combine_detail::reduce_partials<kHidden, kTopk, IndexT>(
+                    args, set_base, item / kItemsPerToken, item % kItemsPerToken, shared_present);
             else
-                ll_combine_detail::reduce_token_step<kHidden, kTopk, IndexT>(
-                    args, set_base, item / kStepsPerToken, item % kStepsPerToken, shared_present);
+                ll_combine_detail::reduce_token<kHidden, kTopk, IndexT>(
+                    args, set_base, item / kItemsPerToken, item % kItemsPerToken, shared_present);
         }
         ll_trace(buffer, 6);
     }
