@@ -325,16 +325,23 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     if constexpr (kSend) {
         const uint64_t sequence = shared_sequences[0];
         const int32_t set = ll_set_of(sequence);
+        // The per-expert counts come into shared memory with one load per thread (a warp loading
+        // them 32 at a time between its scans spent ~2.3 us here, SWITCHYARD_LL_TRACE, 0bccbfe).
+        for (int e = threadIdx.x; e < L; e += blockDim.x) row_starts[e] = args.recv_count[e];
+        if (args.hierarchical)
+            for (int source = threadIdx.x; source <= R; source += blockDim.x)
+                record_starts[source] = args.recv_record_starts[source];
+        __syncthreads();
         if (warp == 0) {
-            // Exclusive prefixes of the per-expert counts (the valid rows, enumerated) and, for a
-            // contiguous y, of the counts rounded up to the alignment (where each expert's rows
+            // Exclusive prefixes of the per-expert counts (the valid rows, enumerated; in place) and,
+            // for a contiguous y, of the counts rounded up to the alignment (where each expert's rows
             // start in y, as the dispatch laid them out); 32 experts per step (warp scans).
             const uint32_t lane = ptx::lane_id();
             const int32_t alignment = args.y_alignment;
             int64_t running = 0, y_running = 0;
             for (int base = 0; base < L; base += 32) {
                 const int e = base + int(lane);
-                const int64_t count = e < L ? args.recv_count[e] : 0;
+                const int64_t count = e < L ? row_starts[e] : 0;
                 const int64_t y_rows = alignment > 0 ? align_up(count, alignment) : 0;
                 const int64_t inclusive = warp_inclusive_sum(count), y_inclusive = warp_inclusive_sum(y_rows);
                 if (e < L) row_starts[e] = int32_t(running + inclusive - count);
@@ -344,9 +351,6 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             }
             if (lane == 0) row_starts[L] = int32_t(running);
         }
-        if (args.hierarchical)
-            for (int source = threadIdx.x; source <= R; source += blockDim.x)
-                record_starts[source] = args.recv_record_starts[source];
         __syncthreads();
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
@@ -402,7 +406,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
         constexpr int kItemsPerToken = ll_combine_detail::reduce_items_per_token(kHidden);
         const int32_t items = args.num_tokens * kItemsPerToken;
-        for (int32_t item = global_warp; item < items; item += num_warps) {
+        // Consecutive items go to different blocks (SMs): a few tokens' items then spread over
+        // the grid instead of sharing one SM's load bandwidth (1 token: 7 items of 4 steps).
+        const int recv_warp = warp * int(gridDim.x) + int(blockIdx.x);
+        for (int32_t item = recv_warp; item < items; item += num_warps) {
             if (args.hierarchical)
                 ll_combine_detail::reduce_partials<kHidden, kTopk, IndexT>(
                     args, set_base, item / kItemsPerToken, item % kItemsPerToken, shared_present);
