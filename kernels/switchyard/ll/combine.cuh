@@ -110,26 +110,29 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
                                 : expert * args.y_expert_stride + expert_row * args.y_row_stride;
 }
 
-// The reductions (flat receive, hierarchical send and receive) work in items of
-// kLlReduceStepsPerItem 256-channel steps of one token: a lane holds eight channels of each step,
-// and every step of every row of a batch is loaded before any is added. (Hierarchical send, 128
-// tokens, EP2, graph replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2.)
-constexpr int kLlReduceStepsPerItem = 4;
-SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden) {
-    return ((hidden + 255) / 256 + kLlReduceStepsPerItem - 1) / kLlReduceStepsPerItem;
+// The reductions (flat receive, hierarchical send and receive) work in items of kSteps
+// 256-channel steps of one token: a lane holds eight channels of each step, and every step of
+// every row of a batch is loaded before any is added. Many steps per item keep more loads in
+// flight per warp; one step per item spreads a few tokens over more warps. (Hierarchical send, 128
+// tokens, EP2, graph replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2.
+// The receive of 1 token took ~1.1 us longer with 4 steps than with 1, 980b36e.)
+constexpr int kLlReduceStepsPerItem = 4;  // the send, and a receive with enough tokens
+SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden, int steps = kLlReduceStepsPerItem) {
+    return ((hidden + 255) / 256 + steps - 1) / steps;
 }
 
+template <int kSteps>
 struct ReduceItem {
-    int channel[kLlReduceStepsPerItem];  // lane's first channel of each step
-    bool in_range[kLlReduceStepsPerItem];
+    int channel[kSteps];  // lane's first channel of each step
+    bool in_range[kSteps];
 };
 
-template <int kHidden>
-SY_DEVICE ReduceItem reduce_item(int part) {
-    ReduceItem item;
+template <int kHidden, int kSteps>
+SY_DEVICE ReduceItem<kSteps> reduce_item(int part) {
+    ReduceItem<kSteps> item;
 #pragma unroll
-    for (int i = 0; i < kLlReduceStepsPerItem; ++i) {
-        item.channel[i] = (part * kLlReduceStepsPerItem + i) * 256 + int(ptx::lane_id()) * 8;
+    for (int i = 0; i < kSteps; ++i) {
+        item.channel[i] = (part * kSteps + i) * 256 + int(ptx::lane_id()) * 8;
         item.in_range[i] = item.channel[i] < kHidden;
     }
     return item;
@@ -138,10 +141,9 @@ SY_DEVICE ReduceItem reduce_item(int part) {
 // acc = fma(weight, row, acc) over the warp's selected rows, in `position` order (0 .. count - 1):
 // lane l offers one row (`row`, `weight`) when `selected`. With weight 1 the fma is the rounded
 // sum acc + row. The order is what makes the result match the reference bit for bit.
-template <int kBatch>
+template <int kBatch, int kSteps>
 SY_DEVICE void accumulate_rows(const uint8_t* row, float weight, bool selected, int position, int count,
-                               const ReduceItem& item, float (&acc)[kLlReduceStepsPerItem][8]) {
-    constexpr int kSteps = kLlReduceStepsPerItem;
+                               const ReduceItem<kSteps>& item, float (&acc)[kSteps][8]) {
     for (int first = 0; first < count; first += kBatch) {
         uint4 chunks[kBatch][kSteps];
         float weights[kBatch];
@@ -177,18 +179,18 @@ SY_DEVICE void accumulate_rows(const uint8_t* row, float weight, bool selected, 
 
 // A reduction item: the selected rows summed as accumulate_rows says, from zero, rounded to bf16
 // once and stored to the row at `to`.
-template <int kTopk>
+template <int kTopk, int kSteps>
 SY_DEVICE void reduce_rows_to(uint8_t* to, const uint8_t* row, float weight, bool selected, int position,
-                              const ReduceItem& item) {
-    float acc[kLlReduceStepsPerItem][8];
+                              const ReduceItem<kSteps>& item) {
+    float acc[kSteps][8];
 #pragma unroll
-    for (int i = 0; i < kLlReduceStepsPerItem; ++i)
+    for (int i = 0; i < kSteps; ++i)
 #pragma unroll
         for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
     const int count = __popc(__ballot_sync(0xffffffffu, selected));
-    accumulate_rows<(kTopk < 8 ? kTopk : 8)>(row, weight, selected, position, count, item, acc);
+    accumulate_rows<(kTopk < 8 ? kTopk : 8), kSteps>(row, weight, selected, position, count, item, acc);
 #pragma unroll
-    for (int i = 0; i < kLlReduceStepsPerItem; ++i)
+    for (int i = 0; i < kSteps; ++i)
         if (item.in_range[i])
             *reinterpret_cast<uint4*>(to + int64_t(item.channel[i]) * 2) = pack_bf16x8(acc[i]);
 }
@@ -235,7 +237,7 @@ SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& rou
                                                 __ffs(slots) - 1, routing.token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
     reduce_rows_to<kTopk>(to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
-                          reduce_item<kHidden>(part));
+                          reduce_item<kHidden, kLlReduceStepsPerItem>(part));
 }
 
 template <typename IndexT>
@@ -257,7 +259,7 @@ SY_DEVICE int32_t home_slot_expert(const LlCombineArgs& args, int32_t t) {
 
 // Flat receive, item `part` of token t: fma over k ascending of w[t][k] * y(t, k), skipping
 // empty slots, repeats and slots whose owner is masked.
-template <int kHidden, int kTopk, typename IndexT>
+template <int kHidden, int kTopk, int kSteps, typename IndexT>
 SY_DEVICE void reduce_token(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int part,
                             const uint32_t* shared_present) {
     const uint32_t lane = ptx::lane_id();
@@ -269,13 +271,13 @@ SY_DEVICE void reduce_token(const LlCombineArgs& args, uint8_t* set_base, int32_
                                                                     LlSetLayout::combine_row_bytes(kHidden))
                                : nullptr;
     reduce_rows_to<kTopk>(static_cast<uint8_t*>(args.out) + int64_t(t) * args.out_row_stride * 2, row, weight,
-                          valid, __popc(slots & ptx::lanemask_lt()), reduce_item<kHidden>(part));
+                          valid, __popc(slots & ptx::lanemask_lt()), reduce_item<kHidden, kSteps>(part));
 }
 
 // Hierarchical receive, item `part` of token t: the sum of the ranks' partials in ascending rank
 // order. Each present rank that owns one of the token's experts sent one partial, in the slot of
 // its first k.
-template <int kHidden, int kTopk, typename IndexT>
+template <int kHidden, int kTopk, int kSteps, typename IndexT>
 SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int part,
                                const uint32_t* shared_present) {
     const uint32_t lane = ptx::lane_id();
@@ -295,7 +297,7 @@ SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int
                                                                     LlSetLayout::combine_row_bytes(kHidden))
                                : nullptr;
     reduce_rows_to<kTopk>(static_cast<uint8_t*>(args.out) + int64_t(t) * args.out_row_stride * 2, row, 1.0f,
-                          holds, position, reduce_item<kHidden>(part));
+                          holds, position, reduce_item<kHidden, kSteps>(part));
 }
 
 }  // namespace ll_combine_detail
@@ -305,6 +307,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     ll_combine_kernel(const __grid_constant__ LlCombineArgs args) {
     static_assert(kTopk >= 1 && kTopk <= 32, "one lane per top-k slot");
     static_assert(kHidden % 8 == 0, "rows are moved in 16-byte units");
+    static_assert(kNumWarps >= 2, "warps 0 and 1 scan the row and record counts side by side");
     constexpr bool kSend = (kPhases & 1) != 0, kRecv = (kPhases & 2) != 0;
     extern __shared__ __align__(16) int32_t shared_words[];
     __shared__ uint64_t shared_sequences[2];
@@ -314,7 +317,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     uint32_t* shared_present = shared_mask + R;                            // [R]
     int32_t* row_starts = reinterpret_cast<int32_t*>(shared_present + R);  // [L + 1]
     int32_t* y_starts = row_starts + L + 1;                                // [L + 1], contiguous y
-    int32_t* record_starts = y_starts + L + 1;                             // [R + 1], hierarchical
+    int32_t* record_starts = y_starts + L + 1;  // [R + 1], hierarchical: records in send order
     const int warp = int(threadIdx.x / 32);
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
@@ -327,12 +330,30 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         const int32_t set = ll_set_of(sequence);
         // The per-expert counts come into shared memory with one load per thread (a warp loading
         // them 32 at a time between its scans spent ~2.3 us here, SWITCHYARD_LL_TRACE, 0bccbfe).
-        for (int e = threadIdx.x; e < L; e += blockDim.x) row_starts[e] = args.recv_count[e];
-        if (args.hierarchical)
-            for (int source = threadIdx.x; source <= R; source += blockDim.x)
-                record_starts[source] = args.recv_record_starts[source];
+        // A hierarchical send into a masked y needs neither prefix (it finds rows by their
+        // masked coordinates): it skips them.
+        const bool needs_row_starts = !args.hierarchical || args.y_alignment > 0;
+        if (needs_row_starts)
+            for (int e = threadIdx.x; e < L; e += blockDim.x) row_starts[e] = args.recv_count[e];
+        if (args.hierarchical && warp == 1) {
+            // The received records in the order they are sent back: peers from rank + 1 on, this
+            // rank's own last, so the link starts early (own partials are local stores). Order o
+            // holds source (rank + 1 + o) % R; record_starts [R + 1] is its prefix.
+            const uint32_t lane = ptx::lane_id();
+            int64_t running = 0;
+            for (int base = 0; base < R; base += 32) {
+                const int o = base + int(lane);
+                const int source = (buffer.rank + 1 + o) % R;
+                const int64_t count =
+                    o < R ? args.recv_record_starts[source + 1] - args.recv_record_starts[source] : 0;
+                const int64_t inclusive = warp_inclusive_sum(count);
+                if (o < R) record_starts[o] = int32_t(running + inclusive - count);
+                running += __shfl_sync(0xffffffffu, inclusive, 31);
+            }
+            if (lane == 0) record_starts[R] = int32_t(running);
+        }
         __syncthreads();
-        if (warp == 0) {
+        if (warp == 0 && needs_row_starts) {
             // Exclusive prefixes of the per-expert counts (the valid rows, enumerated; in place) and,
             // for a contiguous y, of the counts rounded up to the alignment (where each expert's rows
             // start in y, as the dispatch laid them out); 32 experts per step (warp scans).
@@ -366,9 +387,9 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
                 // Each item's routing is loaded one item ahead.
                 auto routing_of = [&](int64_t item) {
                     const int32_t record = int32_t(item / kPartialItems);
-                    const int32_t source = last_start_at_or_below(record_starts, R, record);
-                    return ll_combine_detail::load_partial_routing<kTopk>(args, source,
-                                                                          record - record_starts[source]);
+                    const int32_t order = last_start_at_or_below(record_starts, R, record);
+                    return ll_combine_detail::load_partial_routing<kTopk>(args, (buffer.rank + 1 + order) % R,
+                                                                          record - record_starts[order]);
                 };
                 ll_combine_detail::PartialRouting routing{};
                 if (global_warp < items) routing = routing_of(global_warp);
@@ -404,18 +425,29 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             return;
         ll_trace(buffer, 5);
         uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
+        // Four steps per item when every warp still gets an item, else one (a few tokens).
         constexpr int kItemsPerToken = ll_combine_detail::reduce_items_per_token(kHidden);
-        const int32_t items = args.num_tokens * kItemsPerToken;
+        constexpr int kStepsPerToken = ll_combine_detail::reduce_items_per_token(kHidden, 1);
+        const bool long_items = args.num_tokens * kItemsPerToken >= num_warps;
+        const int32_t per_token = long_items ? kItemsPerToken : kStepsPerToken;
+        const int32_t items = args.num_tokens * per_token;
         // Consecutive items go to different blocks (SMs): a few tokens' items then spread over
-        // the grid instead of sharing one SM's load bandwidth (1 token: 7 items of 4 steps).
+        // the grid instead of sharing one SM's load bandwidth.
         const int recv_warp = warp * int(gridDim.x) + int(blockIdx.x);
         for (int32_t item = recv_warp; item < items; item += num_warps) {
-            if (args.hierarchical)
-                ll_combine_detail::reduce_partials<kHidden, kTopk, IndexT>(
-                    args, set_base, item / kItemsPerToken, item % kItemsPerToken, shared_present);
+            const int32_t t = item / per_token, part = item % per_token;
+            if (args.hierarchical && long_items)
+                ll_combine_detail::reduce_partials<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem,
+                                                   IndexT>(args, set_base, t, part, shared_present);
+            else if (args.hierarchical)
+                ll_combine_detail::reduce_partials<kHidden, kTopk, 1, IndexT>(args, set_base, t, part,
+                                                                              shared_present);
+            else if (long_items)
+                ll_combine_detail::reduce_token<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem,
+                                                IndexT>(args, set_base, t, part, shared_present);
             else
-                ll_combine_detail::reduce_token<kHidden, kTopk, IndexT>(
-                    args, set_base, item / kItemsPerToken, item % kItemsPerToken, shared_present);
+                ll_combine_detail::reduce_token<kHidden, kTopk, 1, IndexT>(args, set_base, t, part,
+                                                                           shared_present);
         }
         ll_trace(buffer, 6);
     }
