@@ -294,7 +294,8 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
 }
 
 // A small EP2 case for compute-sanitizer (memcheck / racecheck): `gpu_test_ll Sanitizer`. One
-// round plain and one in hook mode, fp8 with fp32 scales, a few tokens.
+// round plain, one in hook mode and one with the hierarchical combine, fp8 with fp32 scales, a few
+// tokens.
 SY_TEST(LowLatencySanitizer, SmallEp2RoundTrip) {
     require_gpus(1);
     Case c;
@@ -305,9 +306,10 @@ SY_TEST(LowLatencySanitizer, SmallEp2RoundTrip) {
         Buffer& buffer = setup.buffer;
         RankInputs& inputs = setup.inputs;
         RoundScratch& scratch = setup.scratch;
-        for (int round = 0; round < 2; ++round) {
+        for (int round = 0; round < 3; ++round) {
             Options options;
             options.hook = round == 1;
+            options.hierarchical = round == 2;
             options.stats = true;
             run_round(buffer, env, sc, inputs, scratch, options,
                       "sanitizer case round " + std::to_string(round));
