@@ -24,6 +24,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/claim_ahead.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
@@ -486,18 +487,16 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         // from a counter, the claim for its next group issued before it sends this one, so warps
         // that run faster send more (a fixed split left the grid waiting for its slowest SMs:
         // 247 against 210.5 us at 24 SMs). Else lane j takes item sender + j * senders per round.
-        auto* next_items = reinterpret_cast<unsigned long long*>(counters + kCounterHtNextSendItem);
         const bool claimed = args.claim_sends != 0;
-        unsigned long long ahead = 0;  // lane 0: the claim for the warp's next group
-        if (claimed && ptx::lane_id() == 0) ahead = atomicAdd(next_items, (unsigned long long)group);
+        ClaimAhead claims{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextSendItem),
+                          (unsigned long long)group};
+        if (claimed) claims.issue();
         uint32_t queued = 0;  // rows queued for the publisher (publish_queues)
         for (int64_t round = 0;; ++round) {
             int64_t base = sender + round * senders * group, stride = senders;
             if (claimed) {
-                base = int64_t(__shfl_sync(0xffffffffu, ahead, 0));
+                base = claims.take(sent_rows);
                 stride = 1;
-                if (base < sent_rows && ptx::lane_id() == 0)
-                    ahead = atomicAdd(next_items, (unsigned long long)group);
             }
             if (base >= sent_rows) break;
             const int64_t my_item = base + int64_t(ptx::lane_id()) * stride;

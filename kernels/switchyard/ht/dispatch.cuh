@@ -19,6 +19,7 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/block_scan.cuh"
+#include "switchyard/common/claim_ahead.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
@@ -342,13 +343,9 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* 
 // Which warp sends a token does not change where its rows land. Warp-collective.
 struct WarpTokens {
     int32_t num_tokens, total_warps, chunk;
-    unsigned long long* claimed;   // tokens claimed past the first chunks (reset by the last block)
-    int32_t end = 0;               // end of the current range
-    unsigned long long ahead = 0;  // lane 0: the claim for the chunk after this one
+    ClaimAhead claims;  // tokens claimed past the first chunks, `chunk` per claim
+    int32_t end = 0;    // end of the current range
 
-    SY_DEVICE void claim_ahead() {
-        if (ptx::lane_id() == 0) ahead = atomicAdd(claimed, (unsigned long long)chunk);
-    }
     SY_DEVICE int begin(int global_warp) {
         int first;
         if (chunk == 0) {
@@ -357,7 +354,7 @@ struct WarpTokens {
         } else {
             first = int(min64(int64_t(global_warp) * chunk, num_tokens));
             end = int(min64(int64_t(first) + chunk, num_tokens));
-            if (first < end) claim_ahead();
+            if (first < end) claims.issue();
         }
         return first < end ? first : -1;
     }
@@ -365,10 +362,10 @@ struct WarpTokens {
     SY_DEVICE int after(int token) {
         if (token + 1 < end) return token + 1;
         if (chunk == 0) return -1;
-        const int64_t first = int64_t(total_warps) * chunk + int64_t(__shfl_sync(0xffffffffu, ahead, 0));
+        const int64_t claimed_before = int64_t(total_warps) * chunk;  // the first chunks, not claimed
+        const int64_t first = claimed_before + claims.take(num_tokens - claimed_before);
         if (first >= num_tokens) return -1;
         end = int(min64(first + chunk, num_tokens));
-        claim_ahead();
         return int(first);
     }
 };
@@ -421,8 +418,10 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     // send_tokens: each warp walks its tokens (WarpTokens) through two shared-memory stages.
     if (ok) {
         const int global_warp = blockIdx.x * num_warps + warp, total_warps = gridDim.x * num_warps;
-        ht_detail::WarpTokens tokens{c.num_tokens, total_warps, args.claim_tokens,
-                                     reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem)};
+        ht_detail::WarpTokens tokens{
+            c.num_tokens, total_warps, args.claim_tokens,
+            ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
+                       (unsigned long long)max(args.claim_tokens, 0)}};
         uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * args.stage_bytes;
         uint32_t phases[2] = {0u, 0u};
         // Without quantization the next token's bulk load is issued before this token is sent,
