@@ -431,15 +431,12 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         // items 10.3 us for the hierarchical receive half against 13.3 with one step; 1 token's
         // 7 four-step items 10.4-10.6 us against 9.3 with 28 one-step items (980b36e, 0ea26ed).
         // Consecutive items stay on one block: spreading them over blocks was slower (892ebe8).
-        // With both halves in one kernel the receive takes blocks from the grid's end: the send's
-        // extra rounds (items past one per warp) sit on the first blocks.
         constexpr int kItemsPerToken = ll_combine_detail::reduce_items_per_token(kHidden);
         constexpr int kStepsPerToken = ll_combine_detail::reduce_items_per_token(kHidden, 1);
         const bool long_items = int64_t(args.num_tokens) * kItemsPerToken * 4 >= num_warps;
         const int32_t per_token = long_items ? kItemsPerToken : kStepsPerToken;
         const int32_t items = args.num_tokens * per_token;
-        const int receive_block = kSend ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-        for (int32_t item = receive_block * kNumWarps + warp; item < items; item += num_warps) {
+        for (int32_t item = global_warp; item < items; item += num_warps) {
             const int32_t t = item / per_token, part = item % per_token;
             if (args.hierarchical && long_items)
                 ll_combine_detail::reduce_partials<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem,
