@@ -116,12 +116,7 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
 // flight per warp; one step per item spreads a few tokens over more warps. (Hierarchical send, 128
 // tokens, EP2, graph replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2.
 // The receive of 1 token took ~1.1 us longer with 4 steps than with 1, 980b36e.)
-constexpr int kLlReduceStepsPerItem = 4;  // a receive with enough tokens
-// The hierarchical send: seven steps per item, so that at hidden 7168 a token is four items and
-// 128 tokens' records from two ranks (~1,020 items) fit the grid's 1,056 warps in one round, four
-// rows' loads in flight at a time (registers).
-constexpr int kLlPartialSendSteps = 7;
-constexpr int kLlPartialSendBatch = 4;
+constexpr int kLlReduceStepsPerItem = 4;  // the send, and a receive with enough tokens
 SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden, int steps = kLlReduceStepsPerItem) {
     return ((hidden + 255) / 256 + steps - 1) / steps;
 }
@@ -184,7 +179,7 @@ SY_DEVICE void accumulate_rows(const uint8_t* row, float weight, bool selected, 
 
 // A reduction item: the selected rows summed as accumulate_rows says, from zero, rounded to bf16
 // once and stored to the row at `to`.
-template <int kTopk, int kSteps, int kMaxBatch = 8>
+template <int kTopk, int kSteps>
 SY_DEVICE void reduce_rows_to(uint8_t* to, const uint8_t* row, float weight, bool selected, int position,
                               const ReduceItem<kSteps>& item) {
     float acc[kSteps][8];
@@ -193,8 +188,7 @@ SY_DEVICE void reduce_rows_to(uint8_t* to, const uint8_t* row, float weight, boo
 #pragma unroll
         for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
     const int count = __popc(__ballot_sync(0xffffffffu, selected));
-    accumulate_rows<(kTopk < kMaxBatch ? kTopk : kMaxBatch), kSteps>(row, weight, selected, position, count,
-                                                                     item, acc);
+    accumulate_rows<(kTopk < 8 ? kTopk : 8), kSteps>(row, weight, selected, position, count, item, acc);
 #pragma unroll
     for (int i = 0; i < kSteps; ++i)
         if (item.in_range[i])
@@ -242,9 +236,8 @@ SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& rou
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[routing.source], set),
                                                 __ffs(slots) - 1, routing.token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
-    reduce_rows_to<kTopk, kLlPartialSendSteps, kLlPartialSendBatch>(
-        to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
-        reduce_item<kHidden, kLlPartialSendSteps>(part));
+    reduce_rows_to<kTopk>(to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
+                          reduce_item<kHidden, kLlReduceStepsPerItem>(part));
 }
 
 template <typename IndexT>
@@ -383,8 +376,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         __syncthreads();
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
-        constexpr int kPartialItems =
-            ll_combine_detail::reduce_items_per_token(kHidden, ll_combine_detail::kLlPartialSendSteps);
+        constexpr int kPartialItems = ll_combine_detail::reduce_items_per_token(kHidden);
         ll_trace(buffer, 2);
         // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item.
         const int64_t items =
