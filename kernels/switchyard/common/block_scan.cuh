@@ -1,11 +1,25 @@
-// Prefix sums across one thread block (warp shuffles, then one warp over the warp totals).
+// Warp and block primitives: the lowest lane holding a value, and prefix sums across one thread
+// block (warp shuffles, then one warp over the warp totals).
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/ptx.cuh"
 
 namespace switchyard::device {
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+// Over a full warp: true in the lowest lane holding each non-negative `value` (a negative value
+// means "none"); `same` gets the lanes holding the same value. Serves wherever one lane must act
+// for a group, e.g. a token's repeated expert counted once, or one lane per destination rank.
+SY_DEVICE bool first_lane_with(int32_t value, uint32_t& same) {
+    same = __match_any_sync(0xffffffffu, value);
+    return value >= 0 && (same & ptx::lanemask_lt()) == 0;
+}
+SY_DEVICE bool first_lane_with(int32_t value) {
+    uint32_t same;
+    return first_lane_with(value, same);
+}
 
 // Inclusive prefix sum over the lanes of a full warp.
 SY_DEVICE int64_t warp_inclusive_sum(int64_t value) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/block_scan.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/op_trace.cuh"
@@ -152,10 +153,9 @@ SY_DEVICE void count_chunk(const LayoutArgs& args, int columns, int num_entries,
                            int32_t& in_chunk_slot) {
     const int warp = int(threadIdx.x / 32);
     const uint32_t lower = ptx::lanemask_lt();
-    const uint32_t same_expert = __match_any_sync(0xffffffffu, id);
-    const uint32_t same_rank = __match_any_sync(0xffffffffu, lead ? rank : -1);
-    const bool expert_leader = id >= 0 && (same_expert & lower) == 0;
-    const bool rank_leader = id >= 0 && lead && (same_rank & lower) == 0;
+    uint32_t same_expert, same_rank;
+    const bool expert_leader = first_lane_with(id, same_expert);
+    const bool rank_leader = first_lane_with(lead ? rank : -1, same_rank) && id >= 0;
     const int expert_column = id, rank_column = args.num_experts + rank;
     for (int i = threadIdx.x; i < columns; i += blockDim.x) totals[i] = 0;
     if (args.histogram) {

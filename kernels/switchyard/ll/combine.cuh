@@ -251,10 +251,8 @@ SY_DEVICE int32_t home_expert(const LlCombineArgs& args, int32_t t, int32_t k) {
 template <int kTopk, typename IndexT>
 SY_DEVICE int32_t home_slot_expert(const LlCombineArgs& args, int32_t t) {
     const uint32_t lane = ptx::lane_id();
-    int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
-    const uint32_t same = __match_any_sync(0xffffffffu, expert);
-    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;
-    return expert;
+    const int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
+    return first_lane_with(expert) ? expert : -1;
 }
 
 // Flat receive, item `part` of token t: fma over k ascending of w[t][k] * y(t, k), skipping
@@ -285,8 +283,7 @@ SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int
     const int32_t owner =
         expert >= 0 && shared_present[expert / args.local_experts] != 0 ? expert / args.local_experts : -1;
     // The lowest k of each owner holds its partial; `position` orders those slots by rank.
-    const uint32_t same_owner = __match_any_sync(0xffffffffu, owner);
-    const bool holds = owner >= 0 && (same_owner & ptx::lanemask_lt()) == 0;
+    const bool holds = first_lane_with(owner);
     const uint32_t holders = __ballot_sync(0xffffffffu, holds);
     int position = 0;
     for (uint32_t rest = holders; rest != 0; rest &= rest - 1) {

@@ -163,10 +163,8 @@ SY_DEVICE void report_invalid_routing(const LlDispatchArgs& args, int32_t first_
 template <int kTopk, typename IndexT>
 SY_DEVICE int32_t token_expert(const LlDispatchArgs& args, int32_t t) {
     const uint32_t lane = ptx::lane_id();
-    int32_t expert = int(lane) < kTopk ? load_expert<IndexT>(args, t, lane) : -1;
-    const uint32_t same = __match_any_sync(0xffffffffu, expert);
-    if (expert >= 0 && (same & ptx::lanemask_lt()) != 0) expert = -1;
-    return expert;
+    const int32_t expert = int(lane) < kTopk ? load_expert<IndexT>(args, t, lane) : -1;
+    return first_lane_with(expert) ? expert : -1;
 }
 
 // Routing masks in shared memory: bit t of mask m is set when token t goes to expert m (m < E)
@@ -329,9 +327,7 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint
     const int32_t slot = rank >= 0 ? RoutingMasks::below(masks.rank(rank), t) : 0;
 
     // The lowest slot naming a rank leads it: it holds the token's record address there.
-    const uint32_t same_rank = __match_any_sync(0xffffffffu, rank);
-    const bool leader = rank >= 0 && int(lane) == __ffs(same_rank) - 1;
-    const bool sends = leader && shared_mask[rank] == 0;
+    const bool sends = first_lane_with(rank) && shared_mask[rank] == 0;
     const uint32_t destinations = __ballot_sync(0xffffffffu, sends);
     // The token's weight of slot k (lane k) travels in the metadata (first slice only).
     const float weight = slice == 0 && args.topk_weights != nullptr && expert >= 0
