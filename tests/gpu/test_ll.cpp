@@ -219,10 +219,16 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
 
 // The hierarchical combine (partials per (token, rank), weights carried by the dispatch) over the
 // same cases: top-k 1 to 9, -1 slots, all tokens to one expert, both layouts, hook mode, zero-copy
-// input and caller-provided out.
+// input and caller-provided out. The last case is the bench's shape (T_ll 128, hidden 7168,
+// top-8): its partials outnumber the grid's warps, so the send takes its seven-step items; the
+// other cases take four-step items somewhere (1 token, small hidden).
 SY_TEST(LowLatency, HierarchicalCombineMatchesReference) {
     require_gpus(1);
-    run_cases(main_cases(), [](size_t i) {
+    std::vector<Case> cases = main_cases();
+    Case wide;
+    wide.hidden = 7168, wide.topk = 8, wide.experts = 32, wide.max_tokens = 128, wide.seed = 17;
+    cases.push_back(wide);
+    run_cases(cases, [](size_t i) {
         Options options;
         options.hierarchical = true;
         options.hook = i % 2 == 0;

@@ -117,6 +117,13 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
 // tokens, EP2, graph replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2.
 // The receive of 1 token took ~1.1 us longer with 4 steps than with 1, 980b36e.)
 constexpr int kLlReduceStepsPerItem = 4;  // the send, and a receive with enough tokens
+// A hierarchical send whose four-step items would take the grid's warps more than one round uses
+// items of seven steps, four rows' loads in flight at a time (registers): at hidden 7168 a token is
+// then four items, and 128 tokens' records from two ranks (~1,020 items) fit 1,056 warps in one
+// round. (5ce8ade against four steps, graph replay, EP2: 128 tokens 22.8 / 22.1 us against 23.1 /
+// 22.9; but 1 token 15.2 against 14.1 us, hence the choice by item count.)
+constexpr int kLlWideSendSteps = 7;
+constexpr int kLlWideSendBatch = 4;
 SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden, int steps = kLlReduceStepsPerItem) {
     return ((hidden + 255) / 256 + steps - 1) / steps;
 }
@@ -179,7 +186,7 @@ SY_DEVICE void accumulate_rows(const uint8_t* row, float weight, bool selected, 
 
 // A reduction item: the selected rows summed as accumulate_rows says, from zero, rounded to bf16
 // once and stored to the row at `to`.
-template <int kTopk, int kSteps>
+template <int kTopk, int kSteps, int kMaxBatch = 8>
 SY_DEVICE void reduce_rows_to(uint8_t* to, const uint8_t* row, float weight, bool selected, int position,
                               const ReduceItem<kSteps>& item) {
     float acc[kSteps][8];
@@ -188,7 +195,8 @@ SY_DEVICE void reduce_rows_to(uint8_t* to, const uint8_t* row, float weight, boo
 #pragma unroll
         for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
     const int count = __popc(__ballot_sync(0xffffffffu, selected));
-    accumulate_rows<(kTopk < 8 ? kTopk : 8), kSteps>(row, weight, selected, position, count, item, acc);
+    accumulate_rows<(kTopk < kMaxBatch ? kTopk : kMaxBatch), kSteps>(row, weight, selected, position, count,
+                                                                     item, acc);
 #pragma unroll
     for (int i = 0; i < kSteps; ++i)
         if (item.in_range[i])
@@ -219,7 +227,7 @@ SY_DEVICE PartialRouting load_partial_routing(const LlCombineArgs& args, int32_t
 
 // Item `part` of a received token's partial: this rank's rows of the token, weighted and summed
 // over k ascending in fp32, rounded to bf16 once, stored in the home's slot [first k owned here][t].
-template <int kHidden, int kTopk>
+template <int kHidden, int kTopk, int kSteps, int kBatch>
 SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& routing, int part, int32_t set,
                             const uint32_t* shared_mask, const int32_t* y_starts) {
     const LlBufferArgs& buffer = args.buffer;
@@ -236,8 +244,35 @@ SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& rou
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[routing.source], set),
                                                 __ffs(slots) - 1, routing.token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
-    reduce_rows_to<kTopk>(to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
-                          reduce_item<kHidden, kLlReduceStepsPerItem>(part));
+    reduce_rows_to<kTopk, kSteps, kBatch>(to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
+                                          reduce_item<kHidden, kSteps>(part));
+}
+
+// The hierarchical send of this warp: items global_warp, + stride, ... of `items` (kSteps-step
+// items of every received record, in send order: peers from rank + 1 on, this rank's own last;
+// record_starts [R + 1] is that order's prefix). Each item's routing is loaded one item ahead.
+template <int kHidden, int kTopk, int kSteps, int kBatch>
+SY_DEVICE void send_partials(const LlCombineArgs& args, const int32_t* record_starts, int64_t first,
+                             int64_t items, int64_t stride, int32_t set, const uint32_t* shared_mask,
+                             const int32_t* y_starts) {
+    const LlBufferArgs& buffer = args.buffer;
+    const int32_t R = buffer.num_ranks;
+    constexpr int kItemsPerRecord = reduce_items_per_token(kHidden, kSteps);
+    auto routing_of = [&](int64_t item) {
+        const int32_t record = int32_t(item / kItemsPerRecord);
+        const int32_t order = last_start_at_or_below(record_starts, R, record);
+        return load_partial_routing<kTopk>(args, (buffer.rank + 1 + order) % R,
+                                           record - record_starts[order]);
+    };
+    PartialRouting routing{};
+    if (first < items) routing = routing_of(first);
+    for (int64_t item = first; item < items; item += stride) {
+        PartialRouting next{};
+        if (item + stride < items) next = routing_of(item + stride);
+        send_partial<kHidden, kTopk, kSteps, kBatch>(args, routing, int(item % kItemsPerRecord), set,
+                                                     shared_mask, y_starts);
+        routing = next;
+    }
 }
 
 template <typename IndexT>
@@ -374,30 +409,26 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         constexpr int kSlices =
             int(((int64_t(kHidden) * 2 + 511) / 512 + kLlCombineStepsPerSlice - 1) / kLlCombineStepsPerSlice);
         constexpr int kPartialItems = ll_combine_detail::reduce_items_per_token(kHidden);
+        constexpr int kWidePartialItems =
+            ll_combine_detail::reduce_items_per_token(kHidden, ll_combine_detail::kLlWideSendSteps);
         ll_trace(buffer, 2);
-        // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item.
-        const int64_t items =
-            args.hierarchical ? int64_t(record_starts[R]) * kPartialItems : int64_t(row_starts[L]) * kSlices;
+        // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item,
+        // seven-step items when four-step ones would take the grid more than one round.
+        const bool wide_partials =
+            args.hierarchical && int64_t(record_starts[R]) * kPartialItems > int64_t(gridDim.x) * kNumWarps;
+        const int64_t items = !args.hierarchical ? int64_t(row_starts[L]) * kSlices
+                              : wide_partials    ? int64_t(record_starts[R]) * kWidePartialItems
+                                                 : int64_t(record_starts[R]) * kPartialItems;
         const int32_t sending_blocks = ll_sending_blocks(items, kNumWarps, buffer.send_items_per_warp);
         const int64_t stride = int64_t(sending_blocks) * kNumWarps;
         if (int32_t(blockIdx.x) < sending_blocks) {
-            if (args.hierarchical) {
-                // Each item's routing is loaded one item ahead.
-                auto routing_of = [&](int64_t item) {
-                    const int32_t record = int32_t(item / kPartialItems);
-                    const int32_t order = last_start_at_or_below(record_starts, R, record);
-                    return ll_combine_detail::load_partial_routing<kTopk>(args, (buffer.rank + 1 + order) % R,
-                                                                          record - record_starts[order]);
-                };
-                ll_combine_detail::PartialRouting routing{};
-                if (global_warp < items) routing = routing_of(global_warp);
-                for (int64_t item = global_warp; item < items; item += stride) {
-                    ll_combine_detail::PartialRouting next{};
-                    if (item + stride < items) next = routing_of(item + stride);
-                    ll_combine_detail::send_partial<kHidden, kTopk>(args, routing, int(item % kPartialItems),
-                                                                    set, shared_mask, y_starts);
-                    routing = next;
-                }
+            if (wide_partials) {
+                ll_combine_detail::send_partials<kHidden, kTopk, ll_combine_detail::kLlWideSendSteps,
+                                                 ll_combine_detail::kLlWideSendBatch>(
+                    args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
+            } else if (args.hierarchical) {
+                ll_combine_detail::send_partials<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem, 8>(
+                    args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
             } else {
                 for (int64_t item = global_warp; item < items; item += stride) {
                     const int32_t row = int32_t(item / kSlices);
