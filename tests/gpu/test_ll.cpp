@@ -6,6 +6,7 @@
 // or not), hook mode, caller-provided out, zero-copy combine input and the statistics.
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 
 #include "ll_test_support.hpp"
 
@@ -165,14 +166,20 @@ std::vector<Case> zero_padding_cases() {
 }
 
 // One round per case, in order, on every standard rank configuration, with options_of(case
-// index). All device memory and every case's kernels are set up before any rank's first op.
+// index). All device memory and every case's kernels are set up before any rank's first op. The
+// cases share one buffer, so they share its T_ll (Case::max_tokens).
 void run_cases(const std::vector<Case>& cases, const std::function<Options(size_t)>& options_of) {
+    for (const Case& c : cases)
+        if (c.max_tokens != cases.front().max_tokens)
+            throw std::logic_error("run_cases: the cases of one buffer must share max_tokens");
     for (const RankConfig& rc : standard_rank_configs()) {
         std::printf("  %s\n", rc.name().c_str());
         std::vector<Scenario> scenarios;
         for (const Case& c : cases) scenarios.push_back(make_scenario(c, rc.ranks));
         run_ranks(rc.ranks, rc.gpus, [&](RankEnv& env) {
-            BufferConfig config = ll_config(Case{});
+            Case buffer_case;
+            buffer_case.max_tokens = cases.front().max_tokens;
+            BufferConfig config = ll_config(buffer_case);
             config.max_hidden = 8192;
             config.ll_zero_copy_combine = true;
             Buffer buffer(env.communicator, env.device, config);
@@ -219,21 +226,27 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
 
 // The hierarchical combine (partials per (token, rank), weights carried by the dispatch) over the
 // same cases: top-k 1 to 9, -1 slots, all tokens to one expert, both layouts, hook mode, zero-copy
-// input and caller-provided out. The last case is the bench's shape (T_ll 128, hidden 7168,
-// top-8): its partials outnumber the grid's warps, so the send takes its seven-step items; the
-// other cases take four-step items somewhere (1 token, small hidden).
+// input and caller-provided out. Then the bench's shape on its own buffer (T_ll 128, hidden 7168,
+// top-8, 1 and 128 tokens): at 128 tokens the partials outnumber the grid's warps and the send
+// takes its seven-step items (four-step ones at 1 token and in most main cases).
 SY_TEST(LowLatency, HierarchicalCombineMatchesReference) {
     require_gpus(1);
-    std::vector<Case> cases = main_cases();
-    Case wide;
-    wide.hidden = 7168, wide.topk = 8, wide.experts = 32, wide.max_tokens = 128, wide.seed = 17;
-    cases.push_back(wide);
-    run_cases(cases, [](size_t i) {
+    run_cases(main_cases(), [](size_t i) {
         Options options;
         options.hierarchical = true;
         options.hook = i % 2 == 0;
         options.caller_out = i % 3 == 0;
         options.zero_copy = i % 3 == 2;
+        return options;
+    });
+    Case wide;
+    wide.hidden = 7168, wide.topk = 8, wide.experts = 64, wide.max_tokens = 128, wide.seed = 17;
+    Case one_token = wide;
+    one_token.tokens = {1}, one_token.seed = 18;
+    run_cases({wide, one_token}, [](size_t i) {
+        Options options;
+        options.hierarchical = true;
+        options.hook = i == 1;
         return options;
     });
 }
