@@ -228,7 +228,7 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
 // same cases: top-k 1 to 9, -1 slots, all tokens to one expert, both layouts, hook mode, zero-copy
 // input and caller-provided out. Then the bench's shape on its own buffer (T_ll 128, hidden 7168,
 // top-8, 1 and 128 tokens): at 128 tokens the partials outnumber the grid's warps and the send
-// takes its seven-step items (four-step ones at 1 token and in most main cases).
+// takes its seven-step items (one-step ones at 1 token and in most main cases).
 SY_TEST(LowLatency, HierarchicalCombineMatchesReference) {
     require_gpus(1);
     run_cases(main_cases(), [](size_t i) {

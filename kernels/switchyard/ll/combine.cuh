@@ -116,12 +116,16 @@ SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_
 // flight per warp; one step per item spreads a few tokens over more warps. (Hierarchical send, 128
 // tokens, EP2, graph replay, 73f3668: 1 step per item 27.5 us, 2 steps 25.5, 4 steps 25.1-25.2.
 // The receive of 1 token took ~1.1 us longer with 4 steps than with 1, 980b36e.)
-constexpr int kLlReduceStepsPerItem = 4;  // the send, and a receive with enough tokens
-// A hierarchical send whose four-step items would take the grid's warps more than one round uses
-// items of seven steps, four rows' loads in flight at a time (registers): at hidden 7168 a token is
-// then four items, and 128 tokens' records from two ranks (~1,020 items) fit 1,056 warps in one
-// round. (5ce8ade against four steps, graph replay, EP2: 128 tokens 22.8 / 22.1 us against 23.1 /
-// 22.9; but 1 token 15.2 against 14.1 us, hence the choice by item count.)
+constexpr int kLlReduceStepsPerItem = 4;  // a receive with enough tokens
+// The hierarchical send: while its records' four-step items would fit the grid's warps in one
+// round, one step per item (a few tokens over many warps); else items of seven steps, four rows'
+// loads in flight at a time (registers), so that at hidden 7168 128 tokens' records from two ranks
+// (~1,020 items) fit 1,056 warps in one round. Measured against four-step items everywhere
+// (graph replay, EP2, two interleaved rounds, log ll-send-items-adaptive-ab-tenth-session.log): 128
+// tokens 22.8 / 22.8 us against 23.2 / 23.3, 1 token 13.5 / 14.0 against 14.4 / 14.1. Seven-step items for
+// the few tokens as well (5ce8ade) cost 1 token ~1 us. A third item shape (seven and four steps both in the
+// send) made the whole kernel's code larger and the flat combine, which runs none of it, ~0.8 us slower (43.4
+// against 42.4-42.9 us): the kernel is ~150 KB of code.
 constexpr int kLlWideSendSteps = 7;
 constexpr int kLlWideSendBatch = 4;
 SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden, int steps = kLlReduceStepsPerItem) {
@@ -411,14 +415,15 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         constexpr int kPartialItems = ll_combine_detail::reduce_items_per_token(kHidden);
         constexpr int kWidePartialItems =
             ll_combine_detail::reduce_items_per_token(kHidden, ll_combine_detail::kLlWideSendSteps);
+        constexpr int kNarrowPartialItems = ll_combine_detail::reduce_items_per_token(kHidden, 1);
         ll_trace(buffer, 2);
         // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item,
-        // seven-step items when four-step ones would take the grid more than one round.
+        // seven steps when four-step items would take the grid more than one round, else one.
         const bool wide_partials =
             args.hierarchical && int64_t(record_starts[R]) * kPartialItems > int64_t(gridDim.x) * kNumWarps;
         const int64_t items = !args.hierarchical ? int64_t(row_starts[L]) * kSlices
                               : wide_partials    ? int64_t(record_starts[R]) * kWidePartialItems
-                                                 : int64_t(record_starts[R]) * kPartialItems;
+                                                 : int64_t(record_starts[R]) * kNarrowPartialItems;
         const int32_t sending_blocks = ll_sending_blocks(items, kNumWarps, buffer.send_items_per_warp);
         const int64_t stride = int64_t(sending_blocks) * kNumWarps;
         if (int32_t(blockIdx.x) < sending_blocks) {
@@ -427,7 +432,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
                                                  ll_combine_detail::kLlWideSendBatch>(
                     args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
             } else if (args.hierarchical) {
-                ll_combine_detail::send_partials<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem, 8>(
+                ll_combine_detail::send_partials<kHidden, kTopk, 1, 8>(
                     args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
             } else {
                 for (int64_t item = global_warp; item < items; item += stride) {
