@@ -311,16 +311,25 @@ SY_DEVICE void store_payload(const TokenSlice& input, int slice, uint32_t destin
     }
 }
 
-// One token: routing, slots, record metadata and payload to every destination rank.
+// Send item `item` (a slice of a token) of x, as one warp holds it.
+template <int kHidden>
+SY_DEVICE TokenSlice load_send_item(const LlDispatchArgs& args, int64_t item) {
+    constexpr int kSlices = ll_send_slices(kHidden);
+    const int32_t t = int32_t(item / kSlices);
+    return ll_load_slice<kLlSendStepsPerSlice, int64_t(kHidden) * 2>(
+        static_cast<const uint8_t*>(args.x) + int64_t(t) * args.x_row_stride * 2, int(item % kSlices),
+        ptx::lane_id());
+}
+
+// One token's slice `input`: routing, slots, record metadata and payload to every destination
+// rank. The caller loaded the slice ahead (load_send_item), so its loads are in flight while the
+// routing is worked out.
 template <int kHidden, int kTopk, int kScaleKind, typename IndexT>
-SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, uint64_t sequence,
-                          const uint32_t* shared_mask, const RoutingMasks& masks) {
+SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, const TokenSlice& input,
+                          uint64_t sequence, const uint32_t* shared_mask, const RoutingMasks& masks) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
-    // The slice is loaded first, so its loads are in flight while the routing is worked out.
-    const TokenSlice input = ll_load_slice<kLlSendStepsPerSlice, int64_t(kHidden) * 2>(
-        static_cast<const uint8_t*>(args.x) + int64_t(t) * args.x_row_stride * 2, slice, lane);
     const int32_t expert = token_expert<kTopk, IndexT>(args, t);
     const int32_t rank = expert >= 0 ? expert / args.local_experts : -1;
     const int32_t position = expert >= 0 ? RoutingMasks::below(masks.expert(expert), t) : 0;
@@ -507,6 +516,11 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     ll_dispatch_detail::PrefetchedIds ids{};
     if (sends)
         ids = ll_dispatch_detail::begin_masks<kTopk, IndexT>(args, reinterpret_cast<uint32_t*>(scratch));
+    // A warp's first send item is known now (items go to warps in order), so its slice of x is
+    // loaded before the prologue and the masks, which then hide that load's latency.
+    ll_dispatch_detail::TokenSlice input{};
+    if (sends && global_warp < send_items)
+        input = ll_dispatch_detail::load_send_item<kHidden>(args, global_warp);
     if (!ll_prologue<kLlDispatch, kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
     ll_trace(buffer, 1);
 
@@ -516,9 +530,16 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             const ll_dispatch_detail::RoutingMasks masks = ll_dispatch_detail::finish_masks<kTopk, IndexT>(
                 args, reinterpret_cast<uint32_t*>(scratch), ids, &first_invalid);
             ll_trace(buffer, 2);
-            for (int64_t item = global_warp; item < send_items; item += int64_t(sending_blocks) * kNumWarps)
+            const int64_t stride = int64_t(sending_blocks) * kNumWarps;
+            for (int64_t item = global_warp; item < send_items; item += stride) {
+                ll_dispatch_detail::TokenSlice next{};  // the next item's slice, loaded one item ahead
+                if (item + stride < send_items)
+                    next = ll_dispatch_detail::load_send_item<kHidden>(args, item + stride);
                 ll_dispatch_detail::send_token<kHidden, kTopk, kScaleKind, IndexT>(
-                    args, int32_t(item / kSlices), int32_t(item % kSlices), sequence, shared_mask, masks);
+                    args, int32_t(item / kSlices), int32_t(item % kSlices), input, sequence, shared_mask,
+                    masks);
+                input = next;
+            }
             ll_trace(buffer, 3);
             // Headers after the records: their stores overlap the records' still in flight.
             if (blockIdx.x == 0) ll_dispatch_detail::write_headers(args, sequence, shared_mask, masks);
