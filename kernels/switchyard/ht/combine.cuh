@@ -145,7 +145,7 @@ SY_DEVICE void signal_arrivals(const HtCommon& c, int group, int home, int token
     __syncwarp();
     if (int(ptx::lane_id()) < group && written > 0) {
         ptx::fence_acq_rel_sys();
-        ptx::red_add_release_sys(
+        ptx::red_add_relaxed_sys(
             c.layout.workspace.ht_combine_arrival(c.peer_bases[home], token / kHtCombineChunkTokens, c.rank),
             uint64_t(written));
     }

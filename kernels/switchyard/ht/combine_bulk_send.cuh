@@ -65,7 +65,7 @@ SY_DEVICE void publish_bulk_rows(const HtCommon& c, int64_t first, int count, co
         const int k = int((first + lane - 1) % kBulkInfoRing);
         // Every signalling lane fences after the warp barrier: cumulative over lane 0's view.
         ptx::fence_acq_rel_sys();
-        ptx::red_add_release_sys(c.layout.workspace.ht_combine_arrival(
+        ptx::red_add_relaxed_sys(c.layout.workspace.ht_combine_arrival(
                                      c.peer_bases[row_home[k]], row_token[k] / kHtCombineChunkTokens, c.rank),
                                  1ull);
     }

@@ -62,10 +62,11 @@ SY_DEVICE void end_op(uint64_t* counters, uint64_t sequence, int32_t op_counter)
 SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t done_offset,
                                  uint64_t sequence, int32_t op_counter = -1) {
     if (!last_block_to_finish<true>(counters)) return;
-    // A failed op must not look complete to the peers: they time out and report instead.
+    // A failed op must not look complete to the peers: they time out and report instead. The
+    // system fence that ended last_block_to_finish makes each relaxed store a release.
     if (!is_poisoned(c.diagnostics))
         for (int q = 0; q < c.num_ranks; ++q)
-            ptx::st_release_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
+            ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
                                 sequence);
     end_op(counters, sequence, op_counter);
 }

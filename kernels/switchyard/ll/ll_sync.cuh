@@ -150,7 +150,7 @@ SY_DEVICE void ll_arrive(const LlBufferArgs& buffer, int32_t kind, uint64_t sequ
             buffer.signals.arrivals(buffer.workspace.ll_signals(buffer.peer_bases[q]), kind, set);
         const uint64_t amount = ll_arrival_amount(blockIdx.x, sending_blocks);
         ptx::fence_acq_rel_sys();
-        ptx::red_add_release_sys(counters + buffer.rank, amount);
+        ptx::red_add_relaxed_sys(counters + buffer.rank, amount);  // the fence made it a release
     }
     if (blockIdx.x == 0) {
         // For a peer's timeout report: block 0 has raised its arrivals of this op everywhere.
@@ -229,7 +229,7 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
         __syncthreads();
         if (threadIdx.x == 0) {
             ptx::fence_acq_rel_sys();
-            ptx::st_release_sys(decided, sequence);
+            ptx::st_relaxed_sys(decided, sequence);  // the fence made it a release
         }
     } else if (threadIdx.x == 0) {
         // Block 0 decides within one timeout per round of sources; allow it that and slack.

@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_co
     ptx::fence_acq_rel_sys();
     for (int peer = threadIdx.x; peer < args.num_ranks; peer += kNumThreads) {
         uint64_t* slot = args.workspace.barrier_signals(args.peer_bases[peer]) + args.rank;
-        ptx::st_release_sys(slot, sequence);
+        ptx::st_relaxed_sys(slot, sequence);  // the fence above made it a release
     }
     const uint64_t* own_slots = args.workspace.barrier_signals(args.local_base);
     for (int peer = threadIdx.x; peer < args.num_ranks; peer += kNumThreads) {
