@@ -599,29 +599,28 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         __syncthreads();
         if (warp == 0) {
             // Each expert's first output row: e * R * T_ll (masked), or the exclusive prefix of the
-            // rows rounded up to the alignment (contiguous; warp scan, 32 experts per step).
+            // rows rounded up to the alignment (contiguous), and with zero_padding the prefix of
+            // each segment's padding rows. expert_starts holds the counts until then.
             const uint32_t lane = ptx::lane_id();
-            const int32_t alignment = args.expert_alignment;
-            const int64_t rows_per_expert = int64_t(R) * buffer.set_layout.max_tokens;
-            int64_t running = 0, padding_running = 0;
-            for (int base = 0; base < L; base += 32) {
-                const int e = base + int(lane);
-                const int64_t count = e < L ? expert_starts[e] : 0;
-                const int64_t rows = e < L && alignment > 0 ? align_up(count, alignment) : 0;
-                const int64_t inclusive = warp_inclusive_sum(rows);
-                if (e < L)
-                    expert_starts[e] =
-                        int32_t(alignment > 0 ? running + inclusive - rows : e * rows_per_expert);
-                running += __shfl_sync(0xffffffffu, inclusive, 31);
-                if (args.zero_padding) {  // the same scan over each segment's padding rows
-                    const int64_t padding = rows - count;
-                    const int64_t padding_inclusive = warp_inclusive_sum(padding);
-                    if (e < L) padding_starts[e] = int32_t(padding_running + padding_inclusive - padding);
-                    padding_running += __shfl_sync(0xffffffffu, padding_inclusive, 31);
+            const int64_t alignment = args.expert_alignment;
+            if (alignment > 0) {
+                if (args.zero_padding) {
+                    const int64_t padding = warp_exclusive_scan(
+                        L,
+                        [&](int32_t e) {
+                            return align_up(int64_t(expert_starts[e]), alignment) - expert_starts[e];
+                        },
+                        [&](int32_t e, int64_t prefix) { padding_starts[e] = int32_t(prefix); });
+                    if (lane == 0) padding_starts[L] = int32_t(padding);
                 }
+                const int64_t rows = warp_exclusive_scan(
+                    L, [&](int32_t e) { return align_up(int64_t(expert_starts[e]), alignment); },
+                    [&](int32_t e, int64_t prefix) { expert_starts[e] = int32_t(prefix); });
+                if (lane == 0) expert_starts[L] = int32_t(rows);
+            } else {
+                const int64_t rows_per_expert = int64_t(R) * buffer.set_layout.max_tokens;
+                for (int e = int(lane); e <= L; e += 32) expert_starts[e] = int32_t(e * rows_per_expert);
             }
-            if (lane == 0) expert_starts[L] = int32_t(alignment > 0 ? running : L * rows_per_expert);
-            if (lane == 0 && args.zero_padding) padding_starts[L] = int32_t(padding_running);
             __syncwarp();
             if (blockIdx.x == 0 && args.recv_expert_offsets)
                 for (int e = int(lane); e <= L; e += 32) args.recv_expert_offsets[e] = expert_starts[e];
