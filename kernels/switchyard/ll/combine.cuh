@@ -393,16 +393,21 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         if (warp == 0 && needs_row_starts) {
             // Exclusive prefixes of the per-expert counts (the valid rows, enumerated; in place) and,
             // for a contiguous y, of the counts rounded up to the alignment (where each expert's rows
-            // start in y, as the dispatch laid them out).
-            const int64_t alignment = args.y_alignment;
-            if (alignment > 0)
-                warp_exclusive_scan(
-                    L, [&](int32_t e) { return align_up(int64_t(row_starts[e]), alignment); },
-                    [&](int32_t e, int64_t prefix) { y_starts[e] = int32_t(prefix); });
-            const int64_t rows = warp_exclusive_scan(
-                L, [&](int32_t e) { return int64_t(row_starts[e]); },
-                [&](int32_t e, int64_t prefix) { row_starts[e] = int32_t(prefix); });
-            if (ptx::lane_id() == 0) row_starts[L] = int32_t(rows);
+            // start in y, as the dispatch laid them out); 32 experts per step (warp scans).
+            const uint32_t lane = ptx::lane_id();
+            const int32_t alignment = args.y_alignment;
+            int64_t running = 0, y_running = 0;
+            for (int base = 0; base < L; base += 32) {
+                const int e = base + int(lane);
+                const int64_t count = e < L ? row_starts[e] : 0;
+                const int64_t y_rows = alignment > 0 ? align_up(count, alignment) : 0;
+                const int64_t inclusive = warp_inclusive_sum(count), y_inclusive = warp_inclusive_sum(y_rows);
+                if (e < L) row_starts[e] = int32_t(running + inclusive - count);
+                if (e < L) y_starts[e] = int32_t(y_running + y_inclusive - y_rows);
+                running += __shfl_sync(0xffffffffu, inclusive, 31);
+                y_running += __shfl_sync(0xffffffffu, y_inclusive, 31);
+            }
+            if (lane == 0) row_starts[L] = int32_t(running);
         }
         __syncthreads();
         constexpr int kSlices =
