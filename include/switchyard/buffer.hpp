@@ -81,7 +81,8 @@ class Buffer {
                                        const std::shared_ptr<const LowLatencyHandle>& handle,
                                        cudaStream_t stream);
     // Loads (JIT-compiling on a cache miss) every LL kernel that ll_dispatch with `args`, and the
-    // ll_combine of its handle, can use: both halves together and each half alone. A rank's own
+    // ll_combine of its handle (flat and hierarchical), can use: both halves together and each
+    // half alone. A rank's own
     // call, no communication, nothing launched. Call it before the first LL op of a shape: the
     // first decode step then pays no compile or load, and with several ranks on one GPU it is
     // required, because loading a kernel waits for the device's queued work, which may be a

@@ -180,10 +180,14 @@ void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     combine.hidden = dispatch.hidden;
     combine.topk = dispatch.topk;
     combine.index_is_int64 = dispatch.index_is_int64;
+    // Both reductions' combine kernels: either may follow the dispatch.
     for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
         dispatch.phases = combine.phases = phases;
         jit::get_kernel(launch::ll_dispatch_source(dispatch), impl.device);
-        jit::get_kernel(launch::ll_combine_source(combine), impl.device);
+        for (bool hierarchical : {false, true}) {
+            combine.hierarchical = hierarchical;
+            jit::get_kernel(launch::ll_combine_source(combine), impl.device);
+        }
     }
 }
 
@@ -411,7 +415,6 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     combine.recv_source = handle->recv_source.data<int32_t>();
     combine.wait_time_stats =
         args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
-    combine.hierarchical = args.hierarchical ? 1 : 0;
     combine.recv_token_rows = handle->recv_token_rows.data<int32_t>();
     combine.recv_token_weights = handle->recv_token_weights.data<float>();
     combine.recv_record_starts = handle->recv_record_starts.data<int32_t>();
@@ -421,6 +424,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     shape.topk = static_cast<int>(K);
     shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
     shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
+    shape.hierarchical = args.hierarchical;
 
     const launch::LaunchContext context = impl.context(stream);
     combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);

@@ -29,6 +29,7 @@ struct LlCombineShape {
     int topk = 0;
     bool index_is_int64 = false;
     int phases = device::kLlBothHalves;
+    bool hierarchical = false;  // the reduction: a kernel of its own (ll/combine.cuh says why)
 };
 
 jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape);

@@ -177,6 +177,7 @@ SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
     sources.push_back(launch::ll_combine_source({2560, 9, false, kLlBothHalves}));
     sources.push_back(launch::ll_combine_source({7168, 8, true, kLlSendHalf}));
     sources.push_back(launch::ll_combine_source({7168, 8, true, kLlRecvHalf}));
+    sources.push_back(launch::ll_combine_source({7168, 8, true, kLlBothHalves, true}));  // hierarchical
     for (const auto& source : sources) {
         jit::CompileOptions options;
         options.arch = "sm_90a";

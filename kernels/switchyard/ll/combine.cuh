@@ -7,7 +7,7 @@
 //     out[t] = bf16( fma over k ascending: acc = fma(w[t][k], y(t, k), acc), acc = 0 )
 // skipping empty slots, slots whose owner is masked, and repeats of an expert within a token.
 //
-// Hierarchical (`args.hierarchical`). Send (expert rank q): per received token (the dispatch noted
+// Hierarchical (kernel parameter kHierarchical). Send (expert rank q): per received token (the dispatch noted
 // each record's rows and the weights that travelled with it), the partial
 //     p_q(t) = bf16( fma over q's k ascending: acc = fma(w[t][k], y(t, k), acc), acc = 0 )
 // goes back as one row, to slot [first k owned by q][t]: a token's bytes on the way home shrink
@@ -17,6 +17,11 @@
 // Both: the first S blocks send (S from the work, which every block reads); each then raises this
 // rank's arrival counter at every home rank (ll_arrive), rows or not. The reduction orders are
 // fixed and match the CPU reference (reference::combine) bit for bit.
+//
+// The reduction is a kernel parameter, not a run-time flag, so that each kernel holds only its own
+// code: the kernel with both is ~160 KB of SASS, and growing it past that made the flat combine
+// ~1 us slower without touching its path (171.8 KB: 43.4 against 42.4-42.9 us; 170.0 KB: 41.8-42.3
+// against 40.8-41.5; design notes §3).
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -50,7 +55,6 @@ struct LlCombineArgs {
     int64_t* wait_time_stats;    // optional [R]
     // Hierarchical: partials per (token, rank), weighted with the dispatch's weights (the
     // dispatch's per-record routing, LlDispatchArgs::recv_token_rows and the rest).
-    int32_t hierarchical;
     const int32_t* recv_token_rows;     // [R*T_ll, K + 1]
     const float* recv_token_weights;    // [R*T_ll, K]
     const int32_t* recv_record_starts;  // [R + 1]
@@ -338,7 +342,7 @@ SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int
 
 }  // namespace ll_combine_detail
 
-template <int kNumWarps, int kHidden, int kTopk, typename IndexT, int kPhases>
+template <int kNumWarps, int kHidden, int kTopk, typename IndexT, int kPhases, bool kHierarchical>
 __global__ void __launch_bounds__(kNumWarps * 32, 1)
     ll_combine_kernel(const __grid_constant__ LlCombineArgs args) {
     static_assert(kTopk >= 1 && kTopk <= 32, "one lane per top-k slot");
@@ -369,10 +373,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         // SWITCHYARD_LL_TRACE, 0bccbfe and 980b36e).
         // A hierarchical send into a masked y needs neither prefix (it finds rows by their
         // masked coordinates): it skips them.
-        const bool needs_row_starts = !args.hierarchical || args.y_alignment > 0;
+        const bool needs_row_starts = !kHierarchical || args.y_alignment > 0;
         if (needs_row_starts)
             for (int e = threadIdx.x; e < L; e += blockDim.x) row_starts[e] = args.recv_count[e];
-        if (args.hierarchical && warp == 1) {
+        if (kHierarchical && warp == 1) {
             // The received records in the order they are sent back: peers from rank + 1 on, this
             // rank's own last, so the link starts early (own partials are local stores). Order o
             // holds source (rank + 1 + o) % R; record_starts [R + 1] is its prefix.
@@ -420,20 +424,21 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         // Flat: a row's slice per item; hierarchical: steps of a received token's partial per item,
         // seven steps when four-step items would take the grid more than one round, else one.
         const bool wide_partials =
-            args.hierarchical && int64_t(record_starts[R]) * kPartialItems > int64_t(gridDim.x) * kNumWarps;
-        const int64_t items = !args.hierarchical ? int64_t(row_starts[L]) * kSlices
-                              : wide_partials    ? int64_t(record_starts[R]) * kWidePartialItems
-                                                 : int64_t(record_starts[R]) * kNarrowPartialItems;
+            kHierarchical && int64_t(record_starts[R]) * kPartialItems > int64_t(gridDim.x) * kNumWarps;
+        const int64_t items = !kHierarchical  ? int64_t(row_starts[L]) * kSlices
+                              : wide_partials ? int64_t(record_starts[R]) * kWidePartialItems
+                                              : int64_t(record_starts[R]) * kNarrowPartialItems;
         const int32_t sending_blocks = ll_sending_blocks(items, kNumWarps, buffer.send_items_per_warp);
         const int64_t stride = int64_t(sending_blocks) * kNumWarps;
         if (int32_t(blockIdx.x) < sending_blocks) {
-            if (wide_partials) {
-                ll_combine_detail::send_partials<kHidden, kTopk, ll_combine_detail::kLlWideSendSteps,
-                                                 ll_combine_detail::kLlWideSendBatch>(
-                    args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
-            } else if (args.hierarchical) {
-                ll_combine_detail::send_partials<kHidden, kTopk, 1, 8>(
-                    args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
+            if constexpr (kHierarchical) {
+                if (wide_partials)
+                    ll_combine_detail::send_partials<kHidden, kTopk, ll_combine_detail::kLlWideSendSteps,
+                                                     ll_combine_detail::kLlWideSendBatch>(
+                        args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
+                else
+                    ll_combine_detail::send_partials<kHidden, kTopk, 1, 8>(
+                        args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
             } else {
                 for (int64_t item = global_warp; item < items; item += stride) {
                     const int32_t row = int32_t(item / kSlices);
@@ -471,13 +476,15 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         const int32_t items = args.num_tokens * per_token;
         for (int32_t item = global_warp; item < items; item += num_warps) {
             const int32_t t = item / per_token, part = item % per_token;
-            if (args.hierarchical && long_items)
-                ll_combine_detail::reduce_partials<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem,
-                                                   IndexT>(args, set_base, t, part, shared_present);
-            else if (args.hierarchical)
-                ll_combine_detail::reduce_partials<kHidden, kTopk, 1, IndexT>(args, set_base, t, part,
-                                                                              shared_present);
-            else if (long_items)
+            if constexpr (kHierarchical) {
+                if (long_items)
+                    ll_combine_detail::reduce_partials<kHidden, kTopk,
+                                                       ll_combine_detail::kLlReduceStepsPerItem, IndexT>(
+                        args, set_base, t, part, shared_present);
+                else
+                    ll_combine_detail::reduce_partials<kHidden, kTopk, 1, IndexT>(args, set_base, t, part,
+                                                                                  shared_present);
+            } else if (long_items)
                 ll_combine_detail::reduce_token<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem,
                                                 IndexT>(args, set_base, t, part, shared_present);
             else
