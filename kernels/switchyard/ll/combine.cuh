@@ -19,9 +19,10 @@
 // fixed and match the CPU reference (reference::combine) bit for bit.
 //
 // The reduction is a kernel parameter, not a run-time flag, so that each kernel holds only its own
-// code: the kernel with both is ~160 KB of SASS, and growing it past that made the flat combine
-// ~1 us slower without touching its path (171.8 KB: 43.4 against 42.4-42.9 us; 170.0 KB: 41.8-42.3
-// against 40.8-41.5; design notes §3).
+// code. The kernel with both was a 161 KB cubin, and growing it past that made the flat combine ~1
+// us slower without touching its path (171.8 KB: 43.4 against 42.4-42.9 us; 170.0 KB: 41.8-42.3
+// against 40.8-41.5). Split (flat 73 KB, hierarchical 121 KB), the flat op took 38.1-38.7 us
+// against 41.0-41.5 (128 tokens, EP2, graph replay; design notes §1, §3).
 #pragma once
 
 #include "switchyard/common/base.cuh"
