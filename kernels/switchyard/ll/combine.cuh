@@ -125,12 +125,11 @@ constexpr int kLlReduceStepsPerItem = 4;  // a receive with enough tokens
 // The hierarchical send: while its records' four-step items would fit the grid's warps in one
 // round, one step per item (a few tokens over many warps); else items of seven steps, four rows'
 // loads in flight at a time (registers), so that at hidden 7168 128 tokens' records from two ranks
-// (~1,020 items) fit 1,056 warps in one round. Measured against four-step items everywhere
-// (graph replay, EP2, two interleaved rounds, log ll-send-items-adaptive-ab-tenth-session.log): 128
-// tokens 22.8 / 22.8 us against 23.2 / 23.3, 1 token 13.5 / 14.0 against 14.4 / 14.1. Seven-step items for
-// the few tokens as well (5ce8ade) cost 1 token ~1 us. A third item shape (seven and four steps both in the
-// send) made the whole kernel's code larger and the flat combine, which runs none of it, ~0.8 us slower (43.4
-// against 42.4-42.9 us): the kernel is ~150 KB of code.
+// (~1,020 items) fit 1,056 warps in one round. Measured against four-step items everywhere (graph
+// replay, EP2, two interleaved rounds, log ll-send-items-adaptive-ab-tenth-session.log): 128 tokens
+// 22.8 / 22.8 us against 23.2 / 23.3, 1 token 13.5 / 14.0 against 14.4 / 14.1. Seven-step items for
+// the few tokens as well (5ce8ade) cost 1 token ~1 us. Keeping four-step items as a third shape
+// grew the kernel, then shared with the flat combine, enough to slow the flat op (see the top).
 constexpr int kLlWideSendSteps = 7;
 constexpr int kLlWideSendBatch = 4;
 SY_HOST_DEVICE constexpr int reduce_items_per_token(int hidden, int steps = kLlReduceStepsPerItem) {
