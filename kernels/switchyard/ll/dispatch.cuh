@@ -197,30 +197,33 @@ struct RoutingMasks {
 // the first invalid entry in `first_invalid` (shared, preset to kNoInvalidEntry before the prologue).
 constexpr int kLlPrefetchedIds = 4;  // ids per thread loaded before the prologue (T * K <= 1,024 here)
 
+// The raw ids, checked only in finish_masks: a check right after each load (as the first version
+// did) made the thread wait for every load in turn, four dependent round trips before the
+// prologue's own loads could issue (seen in the SASS).
+template <typename IndexT>
 struct PrefetchedIds {
-    int32_t experts[kLlPrefetchedIds];  // checked_expert of each entry, -1 past the table
+    IndexT raw[kLlPrefetchedIds];  // -1 past the table
 };
 
 template <int kTopk, typename IndexT>
-SY_DEVICE PrefetchedIds begin_masks(const LlDispatchArgs& args, uint32_t* shared_words) {
-    const int64_t words =
-        int64_t(args.num_experts + args.buffer.num_ranks) * ll_token_mask_words(args.num_tokens);
-    for (int64_t i = threadIdx.x; i < words; i += blockDim.x) shared_words[i] = 0;
+SY_DEVICE PrefetchedIds<IndexT> begin_masks(const LlDispatchArgs& args, uint32_t* shared_words) {
     const int64_t entries = int64_t(args.num_tokens) * kTopk;
-    PrefetchedIds ids;
+    PrefetchedIds<IndexT> ids;
 #pragma unroll
     for (int j = 0; j < kLlPrefetchedIds; ++j) {
         const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
-        ids.experts[j] =
-            i < entries ? checked_expert(args, load_raw<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk)))
-                        : -1;
+        ids.raw[j] =
+            i < entries ? IndexT(load_raw<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk))) : IndexT(-1);
     }
+    const int64_t words =
+        int64_t(args.num_experts + args.buffer.num_ranks) * ll_token_mask_words(args.num_tokens);
+    for (int64_t i = threadIdx.x; i < words; i += blockDim.x) shared_words[i] = 0;
     return ids;
 }
 
 template <int kTopk, typename IndexT>
 SY_DEVICE RoutingMasks finish_masks(const LlDispatchArgs& args, uint32_t* shared_words,
-                                    const PrefetchedIds& ids, int32_t* first_invalid) {
+                                    const PrefetchedIds<IndexT>& ids, int32_t* first_invalid) {
     RoutingMasks masks{shared_words, ll_token_mask_words(args.num_tokens), args.num_experts};
     // (A warp-wide OR of the experts' masks for the rank masks, instead of the second atomic, was
     // slower: 1.67 vs 1.2-1.4 us for 128 tokens, SWITCHYARD_LL_TRACE.)
@@ -235,7 +238,8 @@ SY_DEVICE RoutingMasks finish_masks(const LlDispatchArgs& args, uint32_t* shared
                  bit);
     };
 #pragma unroll
-    for (int j = 0; j < kLlPrefetchedIds; ++j) mark(threadIdx.x + int64_t(j) * blockDim.x, ids.experts[j]);
+    for (int j = 0; j < kLlPrefetchedIds; ++j)
+        mark(threadIdx.x + int64_t(j) * blockDim.x, checked_expert(args, int64_t(ids.raw[j])));
     const int64_t entries = int64_t(args.num_tokens) * kTopk;
     for (int64_t i = threadIdx.x + int64_t(kLlPrefetchedIds) * blockDim.x; i < entries; i += blockDim.x)
         mark(i, checked_expert(args, load_raw<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk))));
@@ -513,7 +517,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     __shared__ int32_t first_invalid;
     if (threadIdx.x == 0)
         first_invalid = ll_dispatch_detail::kNoInvalidEntry;  // the prologue's barrier publishes it
-    ll_dispatch_detail::PrefetchedIds ids{};
+    ll_dispatch_detail::PrefetchedIds<IndexT> ids{};
     if (sends)
         ids = ll_dispatch_detail::begin_masks<kTopk, IndexT>(args, reinterpret_cast<uint32_t*>(scratch));
     // A warp's first send item is known now (items go to warps in order), so its slice of x is
