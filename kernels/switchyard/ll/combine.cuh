@@ -283,18 +283,32 @@ SY_DEVICE void send_partials(const LlCombineArgs& args, const int32_t* record_st
     }
 }
 
+// The home's routing of one token as a warp holds it, loaded before it is used: lane k < K holds
+// slot k's raw expert id and (flat combine) its weight. Each receiving warp loads its first
+// token's slots before it waits for the arrivals, so after them only the rows' loads remain.
 template <typename IndexT>
-SY_DEVICE int32_t home_expert(const LlCombineArgs& args, int32_t t, int32_t k) {
-    const int64_t raw = static_cast<const IndexT*>(args.topk_idx)[int64_t(t) * args.topk_row_stride + k];
-    return raw < 0 || raw >= args.num_experts ? -1 : int32_t(raw);
+struct HomeSlots {
+    IndexT raw;    // -1 past K
+    float weight;  // 0 past K, and in the hierarchical combine (its partials are weighted)
+};
+
+template <int kTopk, typename IndexT, bool kWeights>
+SY_DEVICE HomeSlots<IndexT> load_home_slots(const LlCombineArgs& args, int32_t t) {
+    const int k = int(ptx::lane_id());
+    HomeSlots<IndexT> slots{IndexT(-1), 0.0f};
+    if (k < kTopk) {
+        slots.raw = static_cast<const IndexT*>(args.topk_idx)[int64_t(t) * args.topk_row_stride + k];
+        if (kWeights) slots.weight = args.topk_weights[int64_t(t) * args.weights_row_stride + k];
+    }
+    return slots;
 }
 
-// Lane k < K: the expert of token t's slot k, or -1 for an empty or invalid slot and for a repeat
-// of an earlier slot's expert (the dispatch sent the token to it once).
-template <int kTopk, typename IndexT>
-SY_DEVICE int32_t home_slot_expert(const LlCombineArgs& args, int32_t t) {
-    const uint32_t lane = ptx::lane_id();
-    const int32_t expert = int(lane) < kTopk ? home_expert<IndexT>(args, t, lane) : -1;
+// Lane k < K: the expert of the token's slot k, or -1 for an empty or invalid slot and for a
+// repeat of an earlier slot's expert (the dispatch sent the token to it once).
+template <typename IndexT>
+SY_DEVICE int32_t home_slot_expert(const LlCombineArgs& args, const HomeSlots<IndexT>& slots) {
+    const int64_t raw = int64_t(slots.raw);
+    const int32_t expert = raw < 0 || raw >= args.num_experts ? -1 : int32_t(raw);
     return first_lane_with(expert) ? expert : -1;
 }
 
@@ -302,11 +316,11 @@ SY_DEVICE int32_t home_slot_expert(const LlCombineArgs& args, int32_t t) {
 // empty slots, repeats and slots whose owner is masked.
 template <int kHidden, int kTopk, int kSteps, typename IndexT>
 SY_DEVICE void reduce_token(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int part,
-                            const uint32_t* shared_present) {
+                            const HomeSlots<IndexT>& home, const uint32_t* shared_present) {
     const uint32_t lane = ptx::lane_id();
-    const int32_t expert = home_slot_expert<kTopk, IndexT>(args, t);
+    const int32_t expert = home_slot_expert(args, home);
     const bool valid = expert >= 0 && shared_present[expert / args.local_experts] != 0;
-    const float weight = valid ? args.topk_weights[int64_t(t) * args.weights_row_stride + lane] : 0.0f;
+    const float weight = valid ? home.weight : 0.0f;
     const uint32_t slots = __ballot_sync(0xffffffffu, valid);
     const uint8_t* row = valid ? args.buffer.set_layout.combine_row(set_base, int32_t(lane), t,
                                                                     LlSetLayout::combine_row_bytes(kHidden))
@@ -320,9 +334,9 @@ SY_DEVICE void reduce_token(const LlCombineArgs& args, uint8_t* set_base, int32_
 // its first k.
 template <int kHidden, int kTopk, int kSteps, typename IndexT>
 SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int32_t t, int part,
-                               const uint32_t* shared_present) {
+                               const HomeSlots<IndexT>& home, const uint32_t* shared_present) {
     const uint32_t lane = ptx::lane_id();
-    const int32_t expert = home_slot_expert<kTopk, IndexT>(args, t);
+    const int32_t expert = home_slot_expert(args, home);
     const int32_t owner =
         expert >= 0 && shared_present[expert / args.local_experts] != 0 ? expert / args.local_experts : -1;
     // The lowest k of each owner holds its partial; `position` orders those slots by rank.
@@ -362,6 +376,17 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     const int global_warp = int(blockIdx.x) * kNumWarps + warp, num_warps = int(gridDim.x) * kNumWarps;
 
     ll_trace(buffer, 0);
+    // The send half's first loads (the dispatch's per-expert counts, one per thread, and for the
+    // hierarchical send the records per source) do not depend on the prologue: they are issued
+    // before it, so their round trip overlaps its own.
+    const bool needs_row_starts = kSend && (!kHierarchical || args.y_alignment > 0);
+    const int32_t first_count = needs_row_starts && int(threadIdx.x) < L ? args.recv_count[threadIdx.x] : 0;
+    // Warp 1, lane o < R: the record prefix around the o-th source in send order (see below); the
+    // two words stay unused until after the prologue, so the thread does not wait for them here.
+    const bool loads_records = kSend && kHierarchical && warp == 1 && int(ptx::lane_id()) < R;
+    const int first_source = (buffer.rank + 1 + int(ptx::lane_id())) % R;
+    const int32_t first_records[2] = {loads_records ? args.recv_record_starts[first_source] : 0,
+                                      loads_records ? args.recv_record_starts[first_source + 1] : 0};
     if (!ll_prologue<kLlCombine, kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
     ll_trace(buffer, 1);
 
@@ -373,9 +398,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         // SWITCHYARD_LL_TRACE, 0bccbfe and 980b36e).
         // A hierarchical send into a masked y needs neither prefix (it finds rows by their
         // masked coordinates): it skips them.
-        const bool needs_row_starts = !kHierarchical || args.y_alignment > 0;
-        if (needs_row_starts)
-            for (int e = threadIdx.x; e < L; e += blockDim.x) row_starts[e] = args.recv_count[e];
+        if (needs_row_starts) {
+            if (int(threadIdx.x) < L) row_starts[threadIdx.x] = first_count;
+            for (int e = threadIdx.x + blockDim.x; e < L; e += blockDim.x) row_starts[e] = args.recv_count[e];
+        }
         if (kHierarchical && warp == 1) {
             // The received records in the order they are sent back: peers from rank + 1 on, this
             // rank's own last, so the link starts early (own partials are local stores). Order o
@@ -386,7 +412,9 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
                 const int o = base + int(lane);
                 const int source = (buffer.rank + 1 + o) % R;
                 const int64_t count =
-                    o < R ? args.recv_record_starts[source + 1] - args.recv_record_starts[source] : 0;
+                    o >= R      ? 0
+                    : base == 0 ? first_records[1] - first_records[0]
+                                : args.recv_record_starts[source + 1] - args.recv_record_starts[source];
                 const int64_t inclusive = warp_inclusive_sum(count);
                 if (o < R) record_starts[o] = int32_t(running + inclusive - count);
                 running += __shfl_sync(0xffffffffu, inclusive, 31);
@@ -460,10 +488,6 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
 
     if constexpr (kRecv) {
         const uint64_t sequence = shared_sequences[1];
-        if (!ll_wait_sources(buffer, kLlCombine, sequence, shared_mask, shared_present, args.wait_time_stats))
-            return;
-        ll_trace(buffer, 5);
-        uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
         // Four steps per item when they keep at least a quarter of the grid's warps busy, else
         // one (a few tokens). Measured (EP2, hidden 7168, 1,056 warps): 128 tokens' 896 four-step
         // items 10.3 us for the hierarchical receive half against 13.3 with one step; 1 token's
@@ -474,21 +498,32 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         const bool long_items = int64_t(args.num_tokens) * kItemsPerToken * 4 >= num_warps;
         const int32_t per_token = long_items ? kItemsPerToken : kStepsPerToken;
         const int32_t items = args.num_tokens * per_token;
+        // The warp's first token's routing, loaded while the block waits (HomeSlots).
+        auto home_of = [&](int32_t item) {
+            return ll_combine_detail::load_home_slots<kTopk, IndexT, !kHierarchical>(args, item / per_token);
+        };
+        ll_combine_detail::HomeSlots<IndexT> home{IndexT(-1), 0.0f};
+        if (global_warp < items) home = home_of(global_warp);
+        if (!ll_wait_sources(buffer, kLlCombine, sequence, shared_mask, shared_present, args.wait_time_stats))
+            return;
+        ll_trace(buffer, 5);
+        uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
         for (int32_t item = global_warp; item < items; item += num_warps) {
             const int32_t t = item / per_token, part = item % per_token;
+            if (item != global_warp) home = home_of(item);
             if constexpr (kHierarchical) {
                 if (long_items)
                     ll_combine_detail::reduce_partials<kHidden, kTopk,
                                                        ll_combine_detail::kLlReduceStepsPerItem, IndexT>(
-                        args, set_base, t, part, shared_present);
+                        args, set_base, t, part, home, shared_present);
                 else
                     ll_combine_detail::reduce_partials<kHidden, kTopk, 1, IndexT>(args, set_base, t, part,
-                                                                                  shared_present);
+                                                                                  home, shared_present);
             } else if (long_items)
                 ll_combine_detail::reduce_token<kHidden, kTopk, ll_combine_detail::kLlReduceStepsPerItem,
-                                                IndexT>(args, set_base, t, part, shared_present);
+                                                IndexT>(args, set_base, t, part, home, shared_present);
             else
-                ll_combine_detail::reduce_token<kHidden, kTopk, 1, IndexT>(args, set_base, t, part,
+                ll_combine_detail::reduce_token<kHidden, kTopk, 1, IndexT>(args, set_base, t, part, home,
                                                                            shared_present);
         }
         ll_trace(buffer, 6);
