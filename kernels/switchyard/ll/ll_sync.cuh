@@ -178,12 +178,7 @@ SY_DEVICE bool ll_wait_bounded(const uint64_t* address, uint64_t target, const D
 // `shared_present` [R] (1 = the source's data of this op is here). Without masking a source that
 // does not arrive in time is a TimeoutError; with masking, block 0 masks it and publishes its
 // decision, which the other blocks follow, so all blocks agree on the sources. Returns false when
-// the op failed; all threads return the same value. A failure is a wait of this block that failed
-// (timed out, or saw the buffer poisoned) or a poisoned buffer when the wait began, which the
-// block's last thread checks while the others wait (it has no source unless R >= blockDim): the
-// block's verdict then comes with its closing barrier (__syncthreads_or) instead of a poison load
-// and two barriers after it. (A poisoning by another block during the wait is left to that block's
-// report: this block's data is all here.)
+// the op failed (the buffer is poisoned); all threads return the same value.
 SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_t sequence,
                                const uint32_t* shared_mask, uint32_t* shared_present,
                                int64_t* wait_time_stats) {
@@ -194,7 +189,6 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
     const uint64_t target = ll_arrival_target(sequence);
     const bool record_stats = wait_time_stats != nullptr && blockIdx.x == 0;
     if (!buffer.mask_unresponsive) {
-        bool failed = false;
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
             shared_present[s] = shared_mask[s] == 0;
             if (shared_mask[s]) continue;
@@ -208,15 +202,17 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
                 buffer.signals.mask(buffer.workspace.ll_signals(peer)) + buffer.rank};
             // The record's expected value carries this op's set in bit 0 (a target's low 32 bits
             // are zero): ops n and n + 1 of a kind have the same target on different sets.
-            failed |= !wait_until(
+            wait_until(
                 arrivals + s, [target](uint64_t value) { return value >= target; }, buffer.diagnostics, phase,
                 s, target | uint64_t(set), details);
             if (record_stats)
                 atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
                           (unsigned long long)(ptx::globaltimer_ns() - start));
         }
-        if (threadIdx.x == blockDim.x - 1) failed |= is_poisoned(buffer.diagnostics);
-        return __syncthreads_or(failed) == 0;
+        __syncthreads();
+        const bool ok = !is_poisoned(buffer.diagnostics);
+        __syncthreads();
+        return ok;
     }
     uint32_t* mask = buffer.signals.mask(signals);
     uint64_t* decided = buffer.signals.decided(signals, kind, set);
@@ -244,7 +240,10 @@ SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_
     __syncthreads();
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
         shared_present[s] = ptx::ld_relaxed_gpu(mask + s) == 0;
-    return __syncthreads_or(threadIdx.x == blockDim.x - 1 && is_poisoned(buffer.diagnostics)) == 0;
+    __syncthreads();
+    const bool ok = !is_poisoned(buffer.diagnostics);
+    __syncthreads();
+    return ok;
 }
 
 #endif
