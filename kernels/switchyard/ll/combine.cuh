@@ -387,7 +387,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     const int first_source = (buffer.rank + 1 + int(ptx::lane_id())) % R;
     const int32_t first_records[2] = {loads_records ? args.recv_record_starts[first_source] : 0,
                                       loads_records ? args.recv_record_starts[first_source + 1] : 0};
-    if (!ll_prologue<kLlCombine, kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
+    if (!ll_prologue<kLlCombine, kSend, kRecv>(buffer, shared_sequences, shared_mask)) {
+        ll_block_done<kLlCombine, kSend, kRecv>(buffer, shared_sequences);
+        return;
+    }
     ll_trace(buffer, 1);
 
     if constexpr (kSend) {
@@ -485,6 +488,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         }
         __syncthreads();
     }
+    // Here the block waits anyway: for its peers' arrivals, or (send half only) for its end.
+    ll_block_done<kLlCombine, kSend, kRecv>(buffer, shared_sequences);
 
     if constexpr (kRecv) {
         const uint64_t sequence = shared_sequences[1];

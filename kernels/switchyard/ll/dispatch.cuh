@@ -525,7 +525,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     ll_dispatch_detail::TokenSlice input{};
     if (sends && global_warp < send_items)
         input = ll_dispatch_detail::load_send_item<kHidden>(args, global_warp);
-    if (!ll_prologue<kLlDispatch, kSend, kRecv>(buffer, shared_sequences, shared_mask)) return;
+    if (!ll_prologue<kLlDispatch, kSend, kRecv>(buffer, shared_sequences, shared_mask)) {
+        ll_block_done<kLlDispatch, kSend, kRecv>(buffer, shared_sequences);
+        return;
+    }
     ll_trace(buffer, 1);
 
     if constexpr (kSend) {
@@ -556,6 +559,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         }
         __syncthreads();  // the receive half reuses the masks' shared memory
     }
+    // Here the block waits anyway: for its peers' arrivals, or (send half only) for its end.
+    ll_block_done<kLlDispatch, kSend, kRecv>(buffer, shared_sequences);
 
     if constexpr (kRecv) {
         const uint64_t sequence = shared_sequences[1];

@@ -96,11 +96,10 @@ SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
 
 // Block prologue: reads this op's send and receive sequence numbers (counter + 1, the counters of
 // op kind `kKind`) into `shared_sequences` and the mask snapshot into `shared_mask` [R], then
-// synchronises the block. The block's last thread then arrives on the prologue counter without
-// holding the others up (one global round trip less before the first send); the last block to
-// arrive advances the counters of the halves this kernel runs, which the next LL kernel in the
-// stream reads. Returns false (in every thread of the block) when the buffer is already poisoned:
-// an op queued behind a failed one must neither send nor signal, or peers would consume its garbage.
+// synchronises the block. Returns false (in every thread of the block) when the buffer is already
+// poisoned: an op queued behind a failed one must neither send nor signal, or peers would consume
+// its garbage. Every block must then call ll_block_done once, on every path (the caller does it
+// right away when this returns false).
 template <int32_t kKind, bool kSend, bool kRecv>
 SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
     constexpr int32_t kSendCounter = kKind == kLlDispatch ? kCounterLlDispatchSend : kCounterLlCombineSend;
@@ -117,18 +116,30 @@ SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequence
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
         shared_mask[s] = ptx::ld_relaxed_gpu(mask + s);
     __syncthreads();
-    if (threadIdx.x == blockDim.x - 1) {
-        // The block's reads of the counters (thread 0, before the barrier) precede this arrival.
-        ptx::fence_acq_rel_gpu();
-        auto* arrived = reinterpret_cast<unsigned long long*>(counters + kCounterLlBlocksDone);
-        if (atomicAdd(arrived, 1ull) == gridDim.x - 1) {
-            ptx::fence_acq_rel_gpu();
-            *arrived = 0;
-            if (kSend) counters[kSendCounter] = shared_sequences[0];
-            if (kRecv) counters[kRecvCounter] = shared_sequences[1];
-        }
-    }
     return healthy != 0;
+}
+
+// After its prologue, the block's last thread arrives on the prologue counter; the last block to
+// arrive advances the counters of the halves this kernel runs, which the next LL kernel in the
+// stream reads (so every block must have read them first: the prologue's barrier orders thread
+// 0's reads before this). The arrival's atomic returns a value, a global round trip the thread
+// waits for: the kernels call this where the block waits anyway (before the arrival wait, or at
+// the end of a send-only kernel), not between the prologue and the first sends, where the next
+// block barrier made every warp wait for it (~1 round trip more before the sends).
+template <int32_t kKind, bool kSend, bool kRecv>
+SY_DEVICE void ll_block_done(const LlBufferArgs& buffer, const uint64_t* shared_sequences) {
+    constexpr int32_t kSendCounter = kKind == kLlDispatch ? kCounterLlDispatchSend : kCounterLlCombineSend;
+    constexpr int32_t kRecvCounter = kKind == kLlDispatch ? kCounterLlDispatchRecv : kCounterLlCombineRecv;
+    if (threadIdx.x != blockDim.x - 1) return;
+    uint64_t* counters = buffer.workspace.counters(buffer.local_base);
+    ptx::fence_acq_rel_gpu();
+    auto* arrived = reinterpret_cast<unsigned long long*>(counters + kCounterLlBlocksDone);
+    if (atomicAdd(arrived, 1ull) == gridDim.x - 1) {
+        ptx::fence_acq_rel_gpu();
+        *arrived = 0;
+        if (kSend) counters[kSendCounter] = shared_sequences[0];
+        if (kRecv) counters[kRecvCounter] = shared_sequences[1];
+    }
 }
 
 // Blocks that send: `items_per_warp` items per warp, at least one, at most the grid.
