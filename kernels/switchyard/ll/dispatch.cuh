@@ -227,39 +227,19 @@ SY_DEVICE RoutingMasks finish_masks(const LlDispatchArgs& args, uint32_t* shared
     RoutingMasks masks{shared_words, ll_token_mask_words(args.num_tokens), args.num_experts};
     // (A warp-wide OR of the experts' masks for the rank masks, instead of the second atomic, was
     // slower: 1.67 vs 1.2-1.4 us for 128 tokens, SWITCHYARD_LL_TRACE.)
-    auto expert_word = [&](int32_t expert, int32_t t) {
-        return int64_t(expert) * masks.words_per_mask + t / 32;
-    };
-    auto rank_word = [&](int32_t expert, int32_t t) {
-        return int64_t(args.num_experts + expert / args.local_experts) * masks.words_per_mask + t / 32;
-    };
     auto mark = [&](int64_t i, int32_t expert) {
         if (expert == kInvalidExpert && blockIdx.x == 0) atomicMin(first_invalid, int32_t(i));
         if (expert < 0) return;
         const int32_t t = int32_t(i / kTopk);
-        atomicOr(shared_words + expert_word(expert, t), 1u << (t % 32));
-        atomicOr(shared_words + rank_word(expert, t), 1u << (t % 32));
+        const uint32_t bit = 1u << (t % 32);
+        atomicOr(shared_words + int64_t(expert) * masks.words_per_mask + t / 32, bit);
+        atomicOr(shared_words +
+                     int64_t(args.num_experts + expert / args.local_experts) * masks.words_per_mask + t / 32,
+                 bit);
     };
-    // The prefetched entries (every lane of every warp): a warp's entries are a few consecutive
-    // tokens, so their rank bits fall in one word per rank. Those lanes OR their bits first and one
-    // of them applies them, instead of 32 atomics on R words serialising on their addresses.
 #pragma unroll
-    for (int j = 0; j < kLlPrefetchedIds; ++j) {
-        const int64_t i = threadIdx.x + int64_t(j) * blockDim.x;
-        const int32_t expert = checked_expert(args, int64_t(ids.raw[j]));
-        const int32_t t = int32_t(i / kTopk);
-        if (expert == kInvalidExpert && blockIdx.x == 0) atomicMin(first_invalid, int32_t(i));
-        if (expert >= 0) atomicOr(shared_words + expert_word(expert, t), 1u << (t % 32));
-        const int64_t word = expert >= 0 ? rank_word(expert, t) : -1;
-        for (uint32_t pending = __ballot_sync(0xffffffffu, word >= 0); pending != 0;) {
-            const int leader = __ffs(pending) - 1;
-            const int64_t target = __shfl_sync(0xffffffffu, word, leader);
-            const bool same = word == target;
-            const uint32_t bits = __reduce_or_sync(0xffffffffu, same ? 1u << (t % 32) : 0u);
-            if (int(ptx::lane_id()) == leader) atomicOr(shared_words + target, bits);
-            pending &= ~__ballot_sync(0xffffffffu, same);
-        }
-    }
+    for (int j = 0; j < kLlPrefetchedIds; ++j)
+        mark(threadIdx.x + int64_t(j) * blockDim.x, checked_expert(args, int64_t(ids.raw[j])));
     const int64_t entries = int64_t(args.num_tokens) * kTopk;
     for (int64_t i = threadIdx.x + int64_t(kLlPrefetchedIds) * blockDim.x; i < entries; i += blockDim.x)
         mark(i, checked_expert(args, load_raw<IndexT>(args, int32_t(i / kTopk), int32_t(i % kTopk))));
