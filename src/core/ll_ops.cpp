@@ -176,6 +176,7 @@ void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     dispatch.topk = static_cast<int>(extents.K);
     dispatch.scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
     dispatch.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    dispatch.contiguous = args.layout == RecvLayout::kExpertContiguous;
     launch::LlCombineShape combine;
     combine.hidden = dispatch.hidden;
     combine.topk = dispatch.topk;
@@ -254,6 +255,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     shape.scale_kind = scale_kind;
     shape.index_is_int64 = handle->index_is_int64;
     shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
+    shape.contiguous = contiguous;
 
     const launch::LaunchContext context = impl.context(stream);
     dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);

@@ -11,7 +11,7 @@ jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape) {
             "switchyard::device::ll_dispatch_kernel<" + std::to_string(kLlNumWarps) + ", " +
                 std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
                 std::to_string(shape.scale_kind) + ", " + (shape.index_is_int64 ? "long long" : "int") +
-                ", " + std::to_string(shape.phases) + ">"};
+                ", " + std::to_string(shape.phases) + ", " + (shape.contiguous ? "true" : "false") + ">"};
 }
 
 int ll_send_items_per_warp() {

@@ -22,6 +22,7 @@ struct LlDispatchShape {
     int scale_kind = device::kScaleNone;  // kScaleNone (bf16), kScaleFloat32, kScaleUe8m0
     bool index_is_int64 = false;
     int phases = device::kLlBothHalves;
+    bool contiguous = false;  // the expert-major contiguous layout (else masked): a kernel of its own
 };
 
 struct LlCombineShape {

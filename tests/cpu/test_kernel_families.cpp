@@ -24,7 +24,7 @@ const std::vector<jit::KernelSource>& families() {
         {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
          "switchyard::device::coresidency_probe_kernel"},
         {"ll_dispatch", "switchyard/ll/dispatch.cuh",
-         "switchyard::device::ll_dispatch_kernel<8, 7168, 8, 1, long long, 3>"},
+         "switchyard::device::ll_dispatch_kernel<8, 7168, 8, 1, long long, 3, false>"},
         {"ll_combine", "switchyard/ll/combine.cuh",
          "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3, false>"},
     };

@@ -167,9 +167,9 @@ SY_TEST(LlDispatchShape, PaddingRowsAreEachSegmentsTail) {
 
 SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
     std::vector<jit::KernelSource> sources;
-    for (int scale : {kScaleNone, kScaleFloat32, kScaleUe8m0})
-        sources.push_back(
-            launch::ll_dispatch_source({2560, 9, scale, scale == kScaleFloat32, kLlBothHalves}));
+    for (int scale : {kScaleNone, kScaleFloat32, kScaleUe8m0})  // the UE8M0 one contiguous
+        sources.push_back(launch::ll_dispatch_source(
+            {2560, 9, scale, scale == kScaleFloat32, kLlBothHalves, scale == kScaleUe8m0}));
     sources.push_back(launch::ll_dispatch_source({7168, 8, kScaleUe8m0, false, kLlSendHalf}));
     sources.push_back(launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlRecvHalf}));
     sources.push_back(

@@ -391,7 +391,7 @@ SY_DEVICE void write_headers(const LlDispatchArgs& args, uint64_t sequence, cons
 // One arrived record (source s, slot i): copy it into the rows of the local experts it names.
 // `row_offsets` [R * L]: source s's first row within local expert e; `expert_starts` [L]: expert
 // e's first row in the output (e * R * T_ll in the masked layout).
-template <int kHidden, int kTopk, int kScaleKind>
+template <int kHidden, int kTopk, int kScaleKind, bool kContiguous>
 SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int32_t source, int32_t slot,
                               int slice, const int32_t* row_offsets, const int32_t* expert_starts) {
     const uint32_t lane = ptx::lane_id();
@@ -440,9 +440,8 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
         const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + layout.scale_offset);
         // Column-major scales: word w of a row sits `word_stride` after word w - 1; masked: per
         // expert [words][R*T_ll], contiguous: [words][recv_rows].
-        const bool contiguous = args.expert_alignment > 0;
-        const int64_t word_stride = contiguous ? args.recv_rows : rows_per_expert;
-        const int64_t scale_row = contiguous ? flat_row : int64_t(local) * kWords * rows_per_expert + row;
+        const int64_t word_stride = kContiguous ? args.recv_rows : rows_per_expert;
+        const int64_t scale_row = kContiguous ? flat_row : int64_t(local) * kWords * rows_per_expert + row;
         for (int word = int(lane); word - int(lane) < kWords; word += 32) {
             const bool active = word < kWords;
             const uint32_t value = active ? scales[word] : 0u;
@@ -489,7 +488,11 @@ SY_DEVICE void zero_padding_item(const LlDispatchArgs& args, int32_t item, const
 
 }  // namespace ll_dispatch_detail
 
-template <int kNumWarps, int kHidden, int kTopk, int kScaleKind, typename IndexT, int kPhases>
+// kContiguous: the expert-major contiguous layout (expert_alignment > 0, optional zero padding), else
+// the masked one. A kernel parameter, not a run-time test, so that the masked kernel does not carry
+// the contiguous layout's scans and padding code (LL combine's header: code size cost time).
+template <int kNumWarps, int kHidden, int kTopk, int kScaleKind, typename IndexT, int kPhases,
+          bool kContiguous>
 __global__ void __launch_bounds__(kNumWarps * 32, 1)
     ll_dispatch_kernel(const __grid_constant__ LlDispatchArgs args) {
     static_assert(kTopk >= 1 && kTopk <= 32, "one lane per top-k slot");
@@ -611,8 +614,8 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             // rows rounded up to the alignment (contiguous), and with zero_padding the prefix of
             // each segment's padding rows. expert_starts holds the counts until then.
             const uint32_t lane = ptx::lane_id();
-            const int64_t alignment = args.expert_alignment;
-            if (alignment > 0) {
+            if constexpr (kContiguous) {
+                const int64_t alignment = args.expert_alignment;
                 if (args.zero_padding) {
                     const int64_t padding = warp_exclusive_scan(
                         L,
@@ -642,19 +645,22 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
         // One sequence of work items over the grid's warps: the padding's (zero_padding only) and
         // then the records' slices. Padding items are stores only, which leave the warp at once, so
         // the loads of the record items that follow overlap them.
-        const int32_t padding_items =
-            args.zero_padding ? ll_dispatch_detail::padding_items<kHidden, kScaleKind>(padding_starts[L]) : 0;
+        int32_t padding_items = 0;
+        if constexpr (kContiguous)
+            if (args.zero_padding)
+                padding_items = ll_dispatch_detail::padding_items<kHidden, kScaleKind>(padding_starts[L]);
         const int32_t items = padding_items + item_starts[R] * kRecvSlices;
         int32_t item = global_warp;
-        for (; item < padding_items; item += num_warps)
-            ll_dispatch_detail::zero_padding_item<kHidden, kScaleKind>(args, item, padding_starts,
-                                                                       expert_starts);
+        if constexpr (kContiguous)
+            for (; item < padding_items; item += num_warps)
+                ll_dispatch_detail::zero_padding_item<kHidden, kScaleKind>(args, item, padding_starts,
+                                                                           expert_starts);
         for (; item < items; item += num_warps) {
             const int32_t record_item = item - padding_items;
             const int32_t record = record_item / kRecvSlices;
             int32_t source = 0;
             while (item_starts[source + 1] <= record) ++source;
-            ll_dispatch_detail::receive_record<kHidden, kTopk, kScaleKind>(
+            ll_dispatch_detail::receive_record<kHidden, kTopk, kScaleKind, kContiguous>(
                 args, set_base, source, record - item_starts[source], record_item % kRecvSlices, scratch,
                 expert_starts);
         }
