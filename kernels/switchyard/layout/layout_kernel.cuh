@@ -111,35 +111,15 @@ SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args, int chunk) {
     return entry;
 }
 
-// This thread's entry of the chunk as loaded, not yet used: the first chunk's loads are issued
-// before the block reads the epoch, so the two round trips overlap.
-template <typename IndexT>
-struct LoadedEntry {
-    IndexT raw;    // -1 outside the chunk
-    float weight;  // copied out when weights_copy is set
-};
-
-template <typename IndexT>
-SY_DEVICE LoadedEntry<IndexT> load_entry(const LayoutArgs& args, const LayoutEntry& entry) {
-    LoadedEntry<IndexT> loaded{IndexT(-1), 0.0f};
-    if (entry.in_chunk) {
-        loaded.raw =
-            static_cast<const IndexT*>(args.topk_idx)[int64_t(entry.token) * args.topk_row_stride + entry.k];
-        if (args.weights_copy)
-            loaded.weight = args.topk_weights[int64_t(entry.token) * args.weights_row_stride + entry.k];
-    }
-    return loaded;
-}
-
-// Stages this thread's expert id (-1 if none or invalid) into ids[threadIdx.x], reports invalid
+// Loads this thread's expert id (-1 if none or invalid) into ids[threadIdx.x], reports invalid
 // ids, copies the id (and weight) out, and marks whether it leads the token's entries for its
 // destination rank.
 template <typename IndexT>
-SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry,
-                           const LoadedEntry<IndexT>& loaded, int32_t* ids, int32_t* leads) {
+SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
     int32_t id = -1;
     if (entry.in_chunk) {
-        const int64_t raw = int64_t(loaded.raw);
+        const int64_t raw = int64_t(
+            static_cast<const IndexT*>(args.topk_idx)[int64_t(entry.token) * args.topk_row_stride + entry.k]);
         if (raw < -1 || raw >= args.num_experts)
             report_error(args.diagnostics, kErrorInvalidRouting, kPhaseLayout, -1, uint64_t(args.num_experts),
                          uint64_t(raw), 0, entry_details(entry.token, entry.k));
@@ -147,7 +127,9 @@ SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry,
             id = int32_t(raw);
         const int64_t flat = int64_t(entry.token) * args.topk + entry.k;
         if (args.topk_copy) args.topk_copy[flat] = id;
-        if (args.weights_copy) args.weights_copy[flat] = loaded.weight;
+        if (args.weights_copy)
+            args.weights_copy[flat] =
+                args.topk_weights[int64_t(entry.token) * args.weights_row_stride + entry.k];
     }
     ids[threadIdx.x] = id;
     __syncthreads();
@@ -263,9 +245,6 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     ptx::launch_dependents();
     if (threadIdx.x == 0)
         ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutStart, true);
-    layout_detail::LoadedEntry<IndexT> loaded{IndexT(-1), 0.0f};  // the block's first chunk's
-    if (int(blockIdx.x) < args.num_chunks)
-        loaded = layout_detail::load_entry<IndexT>(args, layout_detail::entry_of(args, blockIdx.x));
     if (threadIdx.x == 0) {
         epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word) + 1;  // before this block publishes
         ok = 1;
@@ -281,8 +260,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
             args.token_rank_slot[cell] = -1;
             if (args.token_in_rank) args.token_in_rank[cell] = 0;
         }
-        if (chunk != int(blockIdx.x)) loaded = layout_detail::load_entry<IndexT>(args, entry);
-        layout_detail::stage_entry<IndexT>(args, entry, loaded, ids, leads);
+        layout_detail::stage_entry<IndexT>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
         if (threadIdx.x == 0)
             ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLoaded);
