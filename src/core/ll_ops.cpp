@@ -181,6 +181,7 @@ void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     combine.hidden = dispatch.hidden;
     combine.topk = dispatch.topk;
     combine.index_is_int64 = dispatch.index_is_int64;
+    combine.contiguous = dispatch.contiguous;
     // Both reductions' combine kernels: either may follow the dispatch.
     for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
         dispatch.phases = combine.phases = phases;
@@ -427,6 +428,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
     shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
     shape.hierarchical = args.hierarchical;
+    shape.contiguous = contiguous;
 
     const launch::LaunchContext context = impl.context(stream);
     combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);

@@ -10,7 +10,7 @@ jit::KernelSource ll_combine_source(const LlCombineShape& shape) {
             "switchyard::device::ll_combine_kernel<" + std::to_string(kLlNumWarps) + ", " +
                 std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
                 (shape.index_is_int64 ? "long long" : "int") + ", " + std::to_string(shape.phases) + ", " +
-                (shape.hierarchical ? "true" : "false") + ">"};
+                (shape.hierarchical ? "true" : "false") + ", " + (shape.contiguous ? "true" : "false") + ">"};
 }
 
 void launch_ll_combine(const LaunchContext& context, const device::LlCombineArgs& args,

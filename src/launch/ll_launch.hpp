@@ -31,6 +31,7 @@ struct LlCombineShape {
     bool index_is_int64 = false;
     int phases = device::kLlBothHalves;
     bool hierarchical = false;  // the reduction: a kernel of its own (ll/combine.cuh says why)
+    bool contiguous = false;    // y in the expert-major contiguous layout (else masked): likewise
 };
 
 jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape);

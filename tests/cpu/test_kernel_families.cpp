@@ -26,7 +26,7 @@ const std::vector<jit::KernelSource>& families() {
         {"ll_dispatch", "switchyard/ll/dispatch.cuh",
          "switchyard::device::ll_dispatch_kernel<8, 7168, 8, 1, long long, 3, false>"},
         {"ll_combine", "switchyard/ll/combine.cuh",
-         "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3, false>"},
+         "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3, false, false>"},
     };
     return sources;
 }

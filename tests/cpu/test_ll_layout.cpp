@@ -174,7 +174,7 @@ SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
     sources.push_back(launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlRecvHalf}));
     sources.push_back(
         launch::ll_dispatch_source({2064, 1, kScaleFloat32, false, kLlBothHalves}));  // partial block
-    sources.push_back(launch::ll_combine_source({2560, 9, false, kLlBothHalves}));
+    sources.push_back(launch::ll_combine_source({2560, 9, false, kLlBothHalves, false, true}));  // contiguous
     sources.push_back(launch::ll_combine_source({7168, 8, true, kLlSendHalf}));
     sources.push_back(launch::ll_combine_source({7168, 8, true, kLlRecvHalf}));
     sources.push_back(launch::ll_combine_source({7168, 8, true, kLlBothHalves, true}));  // hierarchical

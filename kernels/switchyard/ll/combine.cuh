@@ -109,10 +109,11 @@ SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, 
 
 // Where row `expert_row` of local expert `expert` starts in y (elements): the masked layout's
 // coordinates, or (contiguous y) the expert's first row as the dispatch laid them out.
+template <bool kContiguousY>
 SY_DEVICE int64_t y_row_offset(const LlCombineArgs& args, int32_t expert, int32_t expert_row,
                                const int32_t* y_starts) {
-    return args.y_alignment > 0 ? (int64_t(y_starts[expert]) + expert_row) * args.y_row_stride
-                                : expert * args.y_expert_stride + expert_row * args.y_row_stride;
+    return kContiguousY ? (int64_t(y_starts[expert]) + expert_row) * args.y_row_stride
+                        : expert * args.y_expert_stride + expert_row * args.y_row_stride;
 }
 
 // The reductions (flat receive, hierarchical send and receive) work in items of kSteps
@@ -235,7 +236,7 @@ SY_DEVICE PartialRouting load_partial_routing(const LlCombineArgs& args, int32_t
 
 // Item `part` of a received token's partial: this rank's rows of the token, weighted and summed
 // over k ascending in fp32, rounded to bf16 once, stored in the home's slot [first k owned here][t].
-template <int kHidden, int kTopk, int kSteps, int kBatch>
+template <int kHidden, int kTopk, int kSteps, int kBatch, bool kContiguousY>
 SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& routing, int part, int32_t set,
                             const uint32_t* shared_mask, const int32_t* y_starts) {
     const LlBufferArgs& buffer = args.buffer;
@@ -244,11 +245,12 @@ SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& rou
     const bool local = routing.packed >= 0;
     const uint32_t slots = __ballot_sync(0xffffffffu, local);
     if (slots == 0) return;
-    const uint8_t* row = static_cast<const uint8_t*>(args.y) +
-                         (local ? y_row_offset(args, int32_t(routing.packed / rows_per_expert),
-                                               int32_t(routing.packed % rows_per_expert), y_starts) *
-                                      2
-                                : 0);
+    const uint8_t* row =
+        static_cast<const uint8_t*>(args.y) +
+        (local ? y_row_offset<kContiguousY>(args, int32_t(routing.packed / rows_per_expert),
+                                            int32_t(routing.packed % rows_per_expert), y_starts) *
+                     2
+               : 0);
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[routing.source], set),
                                                 __ffs(slots) - 1, routing.token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
@@ -259,7 +261,7 @@ SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& rou
 // The hierarchical send of this warp: items global_warp, + stride, ... of `items` (kSteps-step
 // items of every received record, in send order: peers from rank + 1 on, this rank's own last;
 // record_starts [R + 1] is that order's prefix). Each item's routing is loaded one item ahead.
-template <int kHidden, int kTopk, int kSteps, int kBatch>
+template <int kHidden, int kTopk, int kSteps, int kBatch, bool kContiguousY>
 SY_DEVICE void send_partials(const LlCombineArgs& args, const int32_t* record_starts, int64_t first,
                              int64_t items, int64_t stride, int32_t set, const uint32_t* shared_mask,
                              const int32_t* y_starts) {
@@ -277,8 +279,8 @@ SY_DEVICE void send_partials(const LlCombineArgs& args, const int32_t* record_st
     for (int64_t item = first; item < items; item += stride) {
         PartialRouting next{};
         if (item + stride < items) next = routing_of(item + stride);
-        send_partial<kHidden, kTopk, kSteps, kBatch>(args, routing, int(item % kItemsPerRecord), set,
-                                                     shared_mask, y_starts);
+        send_partial<kHidden, kTopk, kSteps, kBatch, kContiguousY>(args, routing, int(item % kItemsPerRecord),
+                                                                   set, shared_mask, y_starts);
         routing = next;
     }
 }
@@ -356,7 +358,10 @@ SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int
 
 }  // namespace ll_combine_detail
 
-template <int kNumWarps, int kHidden, int kTopk, typename IndexT, int kPhases, bool kHierarchical>
+// kContiguousY: y in the expert-major contiguous layout (the dispatch's), else masked; a kernel
+// parameter for the same reason as the reduction.
+template <int kNumWarps, int kHidden, int kTopk, typename IndexT, int kPhases, bool kHierarchical,
+          bool kContiguousY>
 __global__ void __launch_bounds__(kNumWarps * 32, 1)
     ll_combine_kernel(const __grid_constant__ LlCombineArgs args) {
     static_assert(kTopk >= 1 && kTopk <= 32, "one lane per top-k slot");
@@ -379,7 +384,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     // The send half's first loads (the dispatch's per-expert counts, one per thread, and for the
     // hierarchical send the records per source) do not depend on the prologue: they are issued
     // before it, so their round trip overlaps its own.
-    const bool needs_row_starts = kSend && (!kHierarchical || args.y_alignment > 0);
+    constexpr bool needs_row_starts = kSend && (!kHierarchical || kContiguousY);
     const int32_t first_count = needs_row_starts && int(threadIdx.x) < L ? args.recv_count[threadIdx.x] : 0;
     // Warp 1, lane o < R: the record prefix around the o-th source in send order (see below); the
     // two words stay unused until after the prologue, so the thread does not wait for them here.
@@ -430,17 +435,19 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             // for a contiguous y, of the counts rounded up to the alignment (where each expert's rows
             // start in y, as the dispatch laid them out); 32 experts per step (warp scans).
             const uint32_t lane = ptx::lane_id();
-            const int32_t alignment = args.y_alignment;
             int64_t running = 0, y_running = 0;
             for (int base = 0; base < L; base += 32) {
                 const int e = base + int(lane);
                 const int64_t count = e < L ? row_starts[e] : 0;
-                const int64_t y_rows = alignment > 0 ? align_up(count, alignment) : 0;
-                const int64_t inclusive = warp_inclusive_sum(count), y_inclusive = warp_inclusive_sum(y_rows);
+                const int64_t inclusive = warp_inclusive_sum(count);
                 if (e < L) row_starts[e] = int32_t(running + inclusive - count);
-                if (e < L) y_starts[e] = int32_t(y_running + y_inclusive - y_rows);
                 running += __shfl_sync(0xffffffffu, inclusive, 31);
-                y_running += __shfl_sync(0xffffffffu, y_inclusive, 31);
+                if constexpr (kContiguousY) {
+                    const int64_t y_rows = align_up(count, int64_t(args.y_alignment));
+                    const int64_t y_inclusive = warp_inclusive_sum(y_rows);
+                    if (e < L) y_starts[e] = int32_t(y_running + y_inclusive - y_rows);
+                    y_running += __shfl_sync(0xffffffffu, y_inclusive, 31);
+                }
             }
             if (lane == 0) row_starts[L] = int32_t(running);
         }
@@ -465,10 +472,10 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
             if constexpr (kHierarchical) {
                 if (wide_partials)
                     ll_combine_detail::send_partials<kHidden, kTopk, ll_combine_detail::kLlWideSendSteps,
-                                                     ll_combine_detail::kLlWideSendBatch>(
+                                                     ll_combine_detail::kLlWideSendBatch, kContiguousY>(
                         args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
                 else
-                    ll_combine_detail::send_partials<kHidden, kTopk, 1, 8>(
+                    ll_combine_detail::send_partials<kHidden, kTopk, 1, 8, kContiguousY>(
                         args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
             } else {
                 for (int64_t item = global_warp; item < items; item += stride) {
@@ -478,7 +485,7 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
                     const int32_t expert_row = row - row_starts[expert];
                     ll_combine_detail::send_row<kHidden>(
                         args, expert, expert_row,
-                        ll_combine_detail::y_row_offset(args, expert, expert_row, y_starts),
+                        ll_combine_detail::y_row_offset<kContiguousY>(args, expert, expert_row, y_starts),
                         int(item % kSlices), set, shared_mask);
                 }
             }
