@@ -85,42 +85,26 @@ SY_DEVICE uint4 pack_bf16x8(const float (&acc)[8]) {
     return packed;
 }
 
-// One slice of a row of y on its way back to its home rank's slot [k][t], as a warp holds it
-// between its loads and its stores: the flat send loads each item's slice one item ahead, so that
-// the loads of item i + 1 are in flight while item i is stored (seven items per warp at 128
-// tokens: without it each item paid a load round trip before its stores).
-struct RowSlice {
-    LlSlice<kLlCombineStepsPerSlice> data;
-    int32_t packed;  // the row's ll_pack_source (source, token, k), from the dispatch
-    int32_t slice;
-};
-
-// Loads slice `slice` of row `row` of local expert `expert` (at element `y_offset` of y) and the
-// routing word that says where it goes (both in flight together).
+// One row of y (row `row` of local expert `expert`, at element `y_offset` of y) back to its home
+// rank's slot [k][t].
 template <int kHidden>
-SY_DEVICE RowSlice load_row_slice(const LlCombineArgs& args, int32_t expert, int32_t row, int64_t y_offset,
-                                  int slice) {
-    const int64_t rows_per_expert = int64_t(args.buffer.num_ranks) * args.buffer.set_layout.max_tokens;
-    const uint8_t* from = static_cast<const uint8_t*>(args.y) + y_offset * 2;
-    RowSlice out;
-    out.data = ll_load_slice<kLlCombineStepsPerSlice, int64_t(kHidden) * 2>(from, slice, ptx::lane_id());
-    out.packed = args.recv_source[expert * rows_per_expert + row];
-    out.slice = slice;
-    return out;
-}
-
-// Stores a loaded slice into its home rank's slot [k][t] (nothing when the home is masked).
-template <int kHidden>
-SY_DEVICE void send_row_slice(const LlCombineArgs& args, const RowSlice& item, int32_t set,
-                              const uint32_t* shared_mask) {
+SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int64_t y_offset, int slice,
+                        int32_t set, const uint32_t* shared_mask) {
+    const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
-    const int32_t k = item.packed & 31, source_token = item.packed >> 5;
+    const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
+    constexpr int64_t kRowBytes = int64_t(kHidden) * 2;
+    // The slice of y is loaded before the routing word that says where it goes (both in flight).
+    const uint8_t* from = static_cast<const uint8_t*>(args.y) + y_offset * 2;
+    const auto data = ll_load_slice<kLlCombineStepsPerSlice, kRowBytes>(from, slice, lane);
+    const int32_t packed = args.recv_source[expert * rows_per_expert + row];
+    const int32_t k = packed & 31, source_token = packed >> 5;
     const int32_t source = source_token / buffer.set_layout.max_tokens;
     const int32_t token = source_token % buffer.set_layout.max_tokens;
     if (shared_mask[source]) return;
     uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), k, token,
                                                 LlSetLayout::combine_row_bytes(kHidden));
-    ll_store_slice<kLlCombineStepsPerSlice, int64_t(kHidden) * 2>(to, item.slice, ptx::lane_id(), item.data);
+    ll_store_slice<kLlCombineStepsPerSlice, kRowBytes>(to, slice, lane, data);
 }
 
 // Where row `expert_row` of local expert `expert` starts in y (elements): the masked layout's
@@ -494,23 +478,15 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
                     ll_combine_detail::send_partials<kHidden, kTopk, 1, 8, kContiguousY>(
                         args, record_starts, global_warp, items, stride, set, shared_mask, y_starts);
             } else {
-                auto load_item = [&](int64_t item) {
+                for (int64_t item = global_warp; item < items; item += stride) {
                     const int32_t row = int32_t(item / kSlices);
                     // The expert whose rows hold `row`: the last e with row_starts[e] <= row.
                     const int32_t expert = last_start_at_or_below(row_starts, L, row);
                     const int32_t expert_row = row - row_starts[expert];
-                    return ll_combine_detail::load_row_slice<kHidden>(
+                    ll_combine_detail::send_row<kHidden>(
                         args, expert, expert_row,
                         ll_combine_detail::y_row_offset<kContiguousY>(args, expert, expert_row, y_starts),
-                        int(item % kSlices));
-                };
-                ll_combine_detail::RowSlice current{};
-                if (global_warp < items) current = load_item(global_warp);
-                for (int64_t item = global_warp; item < items; item += stride) {
-                    ll_combine_detail::RowSlice next{};  // loaded one item ahead (RowSlice)
-                    if (item + stride < items) next = load_item(item + stride);
-                    ll_combine_detail::send_row_slice<kHidden>(args, current, set, shared_mask);
-                    current = next;
+                        int(item % kSlices), set, shared_mask);
                 }
             }
             ll_trace(buffer, 3);
