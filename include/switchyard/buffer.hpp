@@ -82,10 +82,12 @@ class Buffer {
                                        cudaStream_t stream);
     // Loads (JIT-compiling on a cache miss) every LL kernel that ll_dispatch with `args`, and the
     // ll_combine of its handle (flat and hierarchical), can use: both halves together and each
-    // half alone. A rank's own call, no communication, nothing launched. Call it before the first
-    // LL op of a shape: the first decode step then pays no compile or load, and with several ranks
-    // on one GPU it is required, because loading a kernel waits for the device's queued work, which
-    // may be a co-located peer's kernel waiting for this rank (a stall until the timeout otherwise).
+    // half alone. Kernels are specialized on the args' shape, scale format and layout (masked or
+    // contiguous): call it once per combination the engine uses. A rank's own call, no
+    // communication, nothing launched. Call it before the first LL op of a shape: the first decode
+    // step then pays no compile or load, and with several ranks on one GPU it is required, because
+    // loading a kernel waits for the device's queued work, which may be a co-located peer's kernel
+    // waiting for this rank (a stall until the timeout otherwise).
     void ll_load_kernels(const LowLatencyDispatchArgs& args);
     // The buffer's LL send area as a bf16 [L, R*T_ll, H] view for zero-copy combine input (the
     // expert GEMM writes here; then ll_combine with zero_copy = true). Needs
