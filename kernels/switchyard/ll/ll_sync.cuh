@@ -90,6 +90,14 @@ SY_DEVICE void ll_trace(const LlBufferArgs& buffer, int point) {
     buffer.trace[kLlTraceSlots - 1] = 1;
 }
 
+// The workspace counters that hold the latest send and receive sequence of op kind `kind`.
+SY_HOST_DEVICE constexpr int32_t ll_send_counter(int32_t kind) {
+    return kind == kLlDispatch ? kCounterLlDispatchSend : kCounterLlCombineSend;
+}
+SY_HOST_DEVICE constexpr int32_t ll_recv_counter(int32_t kind) {
+    return kind == kLlDispatch ? kCounterLlDispatchRecv : kCounterLlCombineRecv;
+}
+
 SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
     return kind == kLlDispatch ? kLlDispatchStartSlots : kLlCombineStartSlots;
 }
@@ -102,13 +110,11 @@ SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
 // right away when this returns false).
 template <int32_t kKind, bool kSend, bool kRecv>
 SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
-    constexpr int32_t kSendCounter = kKind == kLlDispatch ? kCounterLlDispatchSend : kCounterLlCombineSend;
-    constexpr int32_t kRecvCounter = kKind == kLlDispatch ? kCounterLlDispatchRecv : kCounterLlCombineRecv;
     __shared__ int healthy;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     if (threadIdx.x == 0) {
-        shared_sequences[0] = ptx::ld_relaxed_sys(counters + kSendCounter) + 1;
-        shared_sequences[1] = ptx::ld_relaxed_sys(counters + kRecvCounter) + 1;
+        shared_sequences[0] = ptx::ld_relaxed_sys(counters + ll_send_counter(kKind)) + 1;
+        shared_sequences[1] = ptx::ld_relaxed_sys(counters + ll_recv_counter(kKind)) + 1;
         healthy = !is_poisoned(buffer.diagnostics);
         if (kSend && blockIdx.x == 0) mark_kernel_start(counters, ll_start_slots(kKind), shared_sequences[0]);
     }
@@ -128,8 +134,6 @@ SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequence
 // block barrier made every warp wait for it (~1 round trip more before the sends).
 template <int32_t kKind, bool kSend, bool kRecv>
 SY_DEVICE void ll_block_done(const LlBufferArgs& buffer, const uint64_t* shared_sequences) {
-    constexpr int32_t kSendCounter = kKind == kLlDispatch ? kCounterLlDispatchSend : kCounterLlCombineSend;
-    constexpr int32_t kRecvCounter = kKind == kLlDispatch ? kCounterLlDispatchRecv : kCounterLlCombineRecv;
     if (threadIdx.x != blockDim.x - 1) return;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     ptx::fence_acq_rel_gpu();
@@ -137,8 +141,8 @@ SY_DEVICE void ll_block_done(const LlBufferArgs& buffer, const uint64_t* shared_
     if (atomicAdd(arrived, 1ull) == gridDim.x - 1) {
         ptx::fence_acq_rel_gpu();
         *arrived = 0;
-        if (kSend) counters[kSendCounter] = shared_sequences[0];
-        if (kRecv) counters[kRecvCounter] = shared_sequences[1];
+        if (kSend) counters[ll_send_counter(kKind)] = shared_sequences[0];
+        if (kRecv) counters[ll_recv_counter(kKind)] = shared_sequences[1];
     }
 }
 
