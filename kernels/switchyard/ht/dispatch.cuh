@@ -282,27 +282,48 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
     __syncwarp();
 }
 
-// Sends one staged token to every destination rank it goes to. The token's routing (lanes < K)
-// and its slots (lane q of each 32-rank group) are loaded once, together, before any store: a
-// load per destination after the previous destination's stores would put one memory latency per
-// destination on the warp's path.
-SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const uint8_t* stage,
-                          const int32_t* dest_offset) {
+// A token's routing as send_token needs it: lanes < K hold its expert, its position among the
+// expert's rows and its weight; lane q < 32 holds its slot at rank q (-1: not sent there). The
+// main loop loads the next token's route while this token is sent (with its payload's bulk load):
+// loaded at the start of send_token, these loads put one memory latency per token on every warp's
+// path.
+struct TokenRoute {
+    int32_t expert = -1, position = -1;
+    float weight = 0.0f;
+    int32_t first_group_slot = -1;
+};
+
+SY_DEVICE TokenRoute load_route(const HtDispatchArgs& args, int token) {
+    const HtCommon& c = args.common;
+    const uint32_t lane = ptx::lane_id();
+    TokenRoute route;
+    if (int(lane) < c.topk) {
+        route.expert = args.topk_idx[int64_t(token) * c.topk + lane];
+        route.position = args.token_expert_pos[int64_t(token) * c.topk + lane];
+        if (args.topk_weights)
+            route.weight = args.topk_weights[int64_t(token) * args.weights_row_stride + lane];
+    }
+    if (int(lane) < c.num_ranks)
+        route.first_group_slot = args.token_rank_slot[int64_t(token) * c.num_ranks + lane];
+    return route;
+}
+
+// Sends one staged token to every destination rank it goes to, with its route (load_route; the
+// slots of ranks past the first 32 are loaded here, all of a group's together).
+SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const TokenRoute& route,
+                          const uint8_t* stage, const int32_t* dest_offset) {
     const HtCommon& c = args.common;
     const uint32_t lane = ptx::lane_id();
     const RecordLayout& r = args.record;
-    int32_t expert = -1, position = -1;
-    float weight = 0.0f;
-    if (int(lane) < c.topk) {
-        expert = args.topk_idx[int64_t(token) * c.topk + lane];
-        position = args.token_expert_pos[int64_t(token) * c.topk + lane];
-        if (args.topk_weights) weight = args.topk_weights[int64_t(token) * args.weights_row_stride + lane];
-    }
+    const int32_t expert = route.expert, position = route.position;
+    const float weight = route.weight;
     int ordinal = 0;  // this destination's position among the token's destinations (combine slot)
     for (int group = 0; group < c.num_ranks; group += 32) {
         const int my_rank = group + int(lane);
-        const int32_t my_slot =
-            my_rank < c.num_ranks ? args.token_rank_slot[int64_t(token) * c.num_ranks + my_rank] : -1;
+        const int32_t my_slot = group == 0 ? route.first_group_slot
+                                : my_rank < c.num_ranks
+                                    ? args.token_rank_slot[int64_t(token) * c.num_ranks + my_rank]
+                                    : -1;
         for (uint32_t rest = __ballot_sync(0xffffffffu, my_slot >= 0); rest != 0; rest &= rest - 1) {
             const int source_lane = __ffs(rest) - 1;
             const int q = group + source_lane;
@@ -428,6 +449,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         // so its latency hides behind the sends.
         const bool prefetch = !args.quantize;
         int token = tokens.begin(global_warp);
+        ht_detail::TokenRoute route{};
+        if (token >= 0) route = ht_detail::load_route(args, token);
         for (int index = 0; token >= 0; ++index) {
             const int stage = index & 1;
             if (!prefetch || index == 0) {
@@ -448,8 +471,12 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
                 }
                 __syncwarp();
             }
-            ht_detail::send_token(args, token, stages + int64_t(stage) * args.stage_bytes, dest_offset);
+            const ht_detail::TokenRoute next_route =
+                next >= 0 ? ht_detail::load_route(args, next) : ht_detail::TokenRoute{};
+            ht_detail::send_token(args, token, route, stages + int64_t(stage) * args.stage_bytes,
+                                  dest_offset);
             token = next;
+            route = next_route;
         }
         if (lane == 0) {
             ptx::bulk_wait<0>();
