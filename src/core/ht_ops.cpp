@@ -312,6 +312,8 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
                 layout.weights_copy = handle->topk_weights.data<float>();
             }
             if (trace) layout.trace_counters = context.layout.workspace.counters(context.local_base);
+            // The layout kernel sends the counts notify as soon as it has the totals.
+            layout.notify = launch::ht_notify_target(context, L);
             launch::launch_dispatch_layout(context, layout, checked.topk_idx.dtype == DType::kInt64);
         }
         if (cached && handle->has_weights) {  // no layout kernel to copy them
@@ -365,6 +367,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         static const bool self_bulk = core::env_flag("SWITCHYARD_HT_SELF_BULK_STORES", true);
         dispatch.self_bulk = self_bulk ? 1 : 0;
         dispatch.claim_tokens = dispatch_claim_tokens();
+        dispatch.counts_notified = cached ? 0 : 1;
         dispatch.recv_info = handle->recv_info.data<int32_t>();
         dispatch.expert_alignment = checked.expert_alignment;
         dispatch.masked_layout = checked.layout == RecvLayout::kExpertMasked ? 1 : 0;

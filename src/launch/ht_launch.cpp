@@ -58,6 +58,17 @@ device::HtCommon ht_common(const LaunchContext& context) {
     return common;
 }
 
+device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t local_experts) {
+    device::HtNotifyTarget target{};
+    target.peer_bases = context.peer_bases;
+    target.workspace = context.layout.workspace;
+    target.op_counter = context.layout.workspace.counters(context.local_base) + device::kCounterHt;
+    target.rank = context.rank;
+    target.num_ranks = context.num_ranks;
+    target.local_experts = local_experts;
+    return target;
+}
+
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms) {
     const jit::Kernel& kernel = cached_ht_dispatch().get(context.device);
     const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, kMaxDispatchWarps);

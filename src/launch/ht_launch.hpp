@@ -2,12 +2,16 @@
 #pragma once
 
 #include "launch/launch_context.hpp"
+#include "switchyard/common/counts_notify.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
 namespace switchyard::launch {
 
 // Fills the fields every HT kernel shares from the context.
 device::HtCommon ht_common(const LaunchContext& context);
+
+// Where the layout kernel of an HT dispatch sends the op's counts notify (common/counts_notify.cuh).
+device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t local_experts);
 
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms);
 void launch_ht_receive(const LaunchContext& context, const device::HtReceiveArgs& args);

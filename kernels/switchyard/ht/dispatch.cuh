@@ -1,10 +1,12 @@
 // High-throughput dispatch, direct topology (one NVLink domain). One kernel, three roles in order:
 //
-//  notify_peers     block 0 sends every peer this rank's row counts (per destination rank and, for
-//                   the peer's local experts, per expert), each count in a 64-bit word tagged with
-//                   the op's sequence, so no fence orders them; every block waits until all peers'
-//                   words carry this op's tag, which also proves each destination has entered this
-//                   op (its region is free);
+//  notify_peers     every peer gets this rank's row counts (per destination rank and, for the
+//                   peer's local experts, per expert), each count in a 64-bit word tagged with the
+//                   op's sequence, so no fence orders them (common/counts_notify.cuh): sent by the
+//                   layout kernel as soon as it has the totals, or here by block 0 when no layout
+//                   kernel ran (cached dispatch); every block waits until all peers' words carry
+//                   this op's tag, which also proves each destination has entered this op (its
+//                   region is free);
 //  send_tokens      each warp claims tokens one at a time (WarpTokens); a token is staged once in shared
 //                   memory (bulk load, or quantized by the warp) and stored to every destination
 //                   rank at its final rank-major row: sum of earlier sources' rows plus the token's
@@ -20,6 +22,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/block_scan.cuh"
 #include "switchyard/common/claim_ahead.cuh"
+#include "switchyard/common/counts_notify.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
@@ -30,40 +33,12 @@
 
 namespace switchyard::device {
 
-// The notify entry one source writes into each destination's workspace: 64-bit words, the op's
-// sequence, then each count with the sequence's low 32 bits above it: rows to each rank, rows to
-// each of the peer's experts (ht_notify_words). A word is written by one store, so a reader that
-// sees this op's tag sees this op's count: the entry needs no fence at the sender (one fence and
-// one release store cost ~5 us on H200) and the reader waits on every word.
-struct HtNotifyView {
-    uint64_t* words;
-    int32_t num_ranks;
-    SY_HOST_DEVICE static int32_t num_words(int32_t num_ranks, int32_t local_experts) {
-        return int32_t(ht_notify_words(num_ranks, local_experts));
-    }
-    SY_HOST_DEVICE static uint64_t tagged(uint64_t sequence, int32_t count) {
-        return (sequence << 32) | uint32_t(count);
-    }
-    SY_HOST_DEVICE static uint32_t tag_of(uint64_t word) { return uint32_t(word >> 32); }
-    SY_HOST_DEVICE static int32_t count_of(uint64_t word) { return int32_t(uint32_t(word)); }
-    // Whether `word` was written by op `sequence` or a later one (tags wrap at 2^32 ops).
-    SY_HOST_DEVICE static bool reached(uint64_t word, uint64_t sequence) {
-        return int32_t(tag_of(word) - uint32_t(sequence)) >= 0;
-    }
-    SY_HOST_DEVICE static bool written_by(uint64_t word, uint64_t sequence) {
-        return tag_of(word) == uint32_t(sequence);
-    }
-    SY_HOST_DEVICE uint64_t* sequence() const { return words; }
-    SY_HOST_DEVICE uint64_t* rows_to_word(int32_t rank) const { return words + 1 + rank; }
-    SY_HOST_DEVICE uint64_t* expert_rows_word(int32_t expert) const { return words + 1 + num_ranks + expert; }
-};
-
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ht_detail {
 
 SY_DEVICE HtNotifyView notify_entry(const HtCommon& c, uint8_t* base, int32_t source) {
-    return {reinterpret_cast<uint64_t*>(c.layout.workspace.ht_notify_entry(base, source)), c.num_ranks};
+    return ht_notify_view(c.layout.workspace, base, source, c.num_ranks);
 }
 
 // A count of an arrived entry (after wait_for_counts): the low half of its tagged word.
@@ -71,55 +46,56 @@ SY_DEVICE int32_t tagged_count(const uint64_t* word) {
     return HtNotifyView::count_of(ptx::ld_relaxed_sys(word));
 }
 
-// Block 0 (all threads): publish this rank's counts to every peer, one tagged word per store.
-// The words are spread over the threads: a thread walking a peer's whole entry serializes one
-// load latency per expert (the loads cannot pass the remote stores they might alias).
+// Block 0 (all threads), when the layout kernel has not notified (a cached dispatch): publish this
+// rank's counts, from the handle, to every peer.
 SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
     const HtCommon& c = args.common;
-    const int words = HtNotifyView::num_words(c.num_ranks, c.local_experts);
-    for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
-        const int peer = i / words, word = i % words;
-        const HtNotifyView entry = notify_entry(c, c.peer_bases[peer], c.rank);
-        uint64_t value = sequence;  // word 0
-        if (word >= 1 && word < 1 + c.num_ranks)
-            value = HtNotifyView::tagged(sequence, args.num_tokens_per_rank[word - 1]);
-        else if (word >= 1 + c.num_ranks)
-            value = HtNotifyView::tagged(
-                sequence, args.num_tokens_per_expert[peer * c.local_experts + word - 1 - c.num_ranks]);
-        ptx::st_relaxed_sys(entry.words + word, value);
-    }
+    const HtNotifyTarget target{c.peer_bases, c.layout.workspace, nullptr,
+                                c.rank,       c.num_ranks,        c.local_experts};
+    ht_notify_peers(
+        target, sequence, [&](int32_t rank) { return args.num_tokens_per_rank[rank]; },
+        [&](int32_t expert) { return args.num_tokens_per_expert[expert]; });
 }
 
 // Waits until *word carries this op's tag (the sequence's low 32 bits) and checks that it is not a
-// later op's (lock step). Returns false on timeout or mismatch (reported).
+// later op's (lock step); `value` gets the word. Returns false on timeout or mismatch (reported).
 template <typename Details>
 SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagnostics& diagnostics,
-                            int32_t peer, Details details) {
+                            int32_t peer, Details details, uint64_t& value) {
     if (!wait_until(
             word, [sequence](uint64_t value) { return HtNotifyView::reached(value, sequence); }, diagnostics,
             kPhaseHtNotify, peer, sequence, details))
         return false;
-    const uint64_t value = ptx::ld_relaxed_sys(word);
+    value = ptx::ld_relaxed_sys(word);
     if (HtNotifyView::written_by(value, sequence)) return true;
     report_error(diagnostics, kErrorSequenceMismatch, kPhaseHtNotify, peer, sequence,
                  HtNotifyView::tag_of(value), 0);
     return false;
 }
 
-// Every block: wait for every word of all peers' entries; returns false on timeout.
-SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence) {
+// Every block: wait for every word of all peers' entries; returns false on timeout. Also fills
+// `dest_offset` [R] (shared): the rows that sources before this rank send to each rank q, where
+// this rank's rows start at q. They are summed from the words as they arrive (integer adds, so
+// the order does not matter): reading them again after the wait cost every block one more round
+// trip before its first row.
+SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* dest_offset) {
     __shared__ int ok;
     if (threadIdx.x == 0) ok = 1;
+    for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) dest_offset[q] = 0;
     __syncthreads();
     const int words = HtNotifyView::num_words(c.num_ranks, c.local_experts);
     for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
         const int source = i / words, word = i % words;
         const HtNotifyView entry = notify_entry(c, c.local_base, source);
+        uint64_t value = 0;
         const bool arrived = word == 0 ? wait_for_sequence(entry.sequence(), sequence, c.diagnostics,
                                                            kPhaseHtNotify, source, peer_details(c, source))
                                        : wait_for_tag(entry.words + word, sequence, c.diagnostics, source,
-                                                      peer_details(c, source));
+                                                      peer_details(c, source), value);
         if (!arrived) ok = 0;
+        const bool rows_to_rank = word >= 1 && word < 1 + c.num_ranks;
+        if (arrived && rows_to_rank && source < c.rank)
+            atomicAdd(dest_offset + word - 1, HtNotifyView::count_of(value));
     }
     __syncthreads();
     return ok != 0;
@@ -415,26 +391,20 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         ptx::mbarrier_init(&stage_barriers[lane / 2][lane % 2], 1);
         ptx::fence_mbarrier_init();
     }
-    // Block 0 decides once whether to announce this op (a poisoned buffer announces nothing); the
-    // notify step synchronizes the block, so every thread must take the same branch.
+    // Block 0 decides once whether to announce this op (a poisoned buffer announces nothing, and
+    // the layout kernel may have announced it); the notify step synchronizes the block, so every
+    // thread must take the same branch.
     __shared__ int announce;
-    if (threadIdx.x == 0) announce = blockIdx.x == 0 && !is_poisoned(c.diagnostics);
+    if (threadIdx.x == 0) announce = blockIdx.x == 0 && !args.counts_notified && !is_poisoned(c.diagnostics);
     __syncthreads();
     if (announce) ht_detail::notify_peers(args, sequence);
     if (announce && threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchNotified);
-    bool ok = ht_detail::wait_for_counts(c, sequence);
+    bool ok = ht_detail::wait_for_counts(c, sequence, dest_offset);
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchCounts);
-    if (ok) {
-        for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) {
-            int32_t offset = 0;
-            for (int s = 0; s < c.rank; ++s)
-                offset +=
-                    ht_detail::tagged_count(ht_detail::notify_entry(c, c.local_base, s).rows_to_word(q));
-            dest_offset[q] = offset;
-        }
-        if (blockIdx.x == 0) ht_detail::publish_recv_info(args);
+    if (ok && blockIdx.x == 0) {
+        ht_detail::publish_recv_info(args);
+        __syncthreads();
     }
-    __syncthreads();
 
     // send_tokens: each warp walks its tokens (WarpTokens) through two shared-memory stages.
     if (ok) {

@@ -54,10 +54,11 @@ struct HtDispatchArgs {
     int32_t quantize;                      // 1: bf16 x quantized to fp8 here
     int32_t scale_kind;                    // ScaleKind of the records
     RecordLayout record;                   // records as they land in the receive region
-    int32_t stage_bytes;     // shared memory per pipeline stage (payload + scales of one record)
-    int32_t generic_stores;  // 1: lanes copy the staged record with 16-byte stores instead of a bulk store
-    int32_t self_bulk;       // 1: this rank's own rows always leave through a bulk store (local memory)
-    int32_t claim_tokens;    // > 0: warps claim tokens in chunks of this many (WarpTokens); 0: static ranges
+    int32_t stage_bytes;      // shared memory per pipeline stage (payload + scales of one record)
+    int32_t generic_stores;   // 1: lanes copy the staged record with 16-byte stores instead of a bulk store
+    int32_t self_bulk;        // 1: this rank's own rows always leave through a bulk store (local memory)
+    int32_t claim_tokens;     // > 0: warps claim tokens in chunks of this many (WarpTokens); 0: static ranges
+    int32_t counts_notified;  // 1: the layout kernel of this op sent the counts notify (else block 0 does)
     // Outputs for the receiver side (this rank as a destination).
     int32_t* recv_info;  // HtRecvInfoLayout
     int32_t expert_alignment;

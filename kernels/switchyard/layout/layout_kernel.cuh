@@ -15,14 +15,17 @@
 //            earliest unpublished chunk can always publish) and sums their totals: the chunk's
 //            starting offsets; then writes slots and positions.
 // The block of the last chunk writes the totals and advances the epoch once every block has
-// published (so every block has read the old epoch). Beyond kLayoutHistogramColumns columns the
-// per-warp counts do not fit in shared memory and warps instead take turns in entry order.
+// published (so every block has read the old epoch); for an HT dispatch it also sends the op's
+// counts notify to every peer right then (common/counts_notify.cuh), instead of the dispatch
+// kernel after this grid ends. Beyond kLayoutHistogramColumns columns the per-warp counts do not
+// fit in shared memory and warps instead take turns in entry order.
 // History: one block walking the tokens took ~300 us at 4,096 tokens; a count kernel and a write
 // kernel (warps taking turns) took ~6.5 + 13.8 us (ncu, H200), and a kernel boundary.
 #pragma once
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/block_scan.cuh"
+#include "switchyard/common/counts_notify.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/op_trace.cuh"
@@ -53,6 +56,7 @@ struct LayoutArgs {
     int32_t histogram;         // per-warp counts in shared memory (else warps take turns)
     Diagnostics diagnostics;
     uint64_t* trace_counters;  // SWITCHYARD_HT_TRACE=1: the workspace counters of the dispatch's timeline
+    HtNotifyTarget notify;     // an HT dispatch's counts notify (peer_bases null: none)
 };
 
 constexpr int kLayoutThreads = 1024;
@@ -307,6 +311,23 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
             }
             // Every block has published a chunk, so every block has read the old epoch.
             if (threadIdx.x == 0) *epoch_word = epoch;
+            if (args.notify.peer_bases != nullptr) {
+                // A poisoned buffer announces nothing (an invalid id reported by any chunk is seen
+                // here: its block published after the report, and the look back acquired that).
+                __shared__ int announce;
+                if (threadIdx.x == 0) announce = !is_poisoned(args.diagnostics);
+                __syncthreads();
+                if (announce) {
+                    ht_notify_peers(
+                        args.notify, *args.notify.op_counter + 1,
+                        [&](int32_t rank) {
+                            return starts[args.num_experts + rank] + totals[args.num_experts + rank];
+                        },
+                        [&](int32_t expert) { return starts[expert] + totals[expert]; });
+                    if (threadIdx.x == 0)
+                        ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtDispatchNotified);
+                }
+            }
         }
         if (entry.in_chunk) {
             if (args.token_expert_pos)
