@@ -151,12 +151,21 @@ SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Dia
 // For lock-step protocols (high-throughput), where no peer can be past this rank's op while this
 // rank waits: the signal must reach `target` and equal it. A larger value means the ranks' op
 // sequences diverged (a rank skipped or repeated an op, or its workspace was written by someone
-// else); consuming the data would give silently wrong results, so it is reported instead.
+// else); consuming the data would give silently wrong results, so it is reported instead. The
+// check is on the value the wait's own acquire load saw (a second load after the wait would put one
+// more memory round trip on every waiter's path).
 template <typename Details = NoTimeoutDetails>
 SY_DEVICE bool wait_for_sequence(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics,
                                  int32_t phase, int32_t peer, Details details = {}) {
-    if (!wait_at_least(address, target, diagnostics, phase, peer, details)) return false;
-    const uint64_t value = ptx::ld_acquire_sys(address);
+    uint64_t value = 0;
+    if (!wait_until(
+            address,
+            [target, &value](uint64_t seen) {
+                value = seen;
+                return seen >= target;
+            },
+            diagnostics, phase, peer, target, details))
+        return false;
     if (value == target) return true;
     report_error(diagnostics, kErrorSequenceMismatch, phase, peer, target, value, 0);
     return false;

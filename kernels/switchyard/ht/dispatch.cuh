@@ -58,15 +58,19 @@ SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
 }
 
 // Waits until *word carries this op's tag (the sequence's low 32 bits) and checks that it is not a
-// later op's (lock step); `value` gets the word. Returns false on timeout or mismatch (reported).
+// later op's (lock step); `value` gets the word the wait's acquire load saw (no second load).
+// Returns false on timeout or mismatch (reported).
 template <typename Details>
 SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagnostics& diagnostics,
                             int32_t peer, Details details, uint64_t& value) {
     if (!wait_until(
-            word, [sequence](uint64_t value) { return HtNotifyView::reached(value, sequence); }, diagnostics,
-            kPhaseHtNotify, peer, sequence, details))
+            word,
+            [sequence, &value](uint64_t seen) {
+                value = seen;
+                return HtNotifyView::reached(seen, sequence);
+            },
+            diagnostics, kPhaseHtNotify, peer, sequence, details))
         return false;
-    value = ptx::ld_relaxed_sys(word);
     if (HtNotifyView::written_by(value, sequence)) return true;
     report_error(diagnostics, kErrorSequenceMismatch, kPhaseHtNotify, peer, sequence,
                  HtNotifyView::tag_of(value), 0);
@@ -376,13 +380,16 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchStart, true);
+    // The op's sequence: the counter was last written by the previous op's kernels, which ended
+    // before the layout kernel began, so it is read before the wait below (one round trip less
+    // after it).
+    const uint64_t sequence = counters[kCounterHt] + 1;
     // With programmatic dependent launch this grid is resident before the layout kernel ends:
     // wait for it before reading anything it wrote (the routing, the poison word); then let the
     // receive kernel be scheduled, to wait in turn at its start.
     ptx::grid_dependency_wait();
     ptx::launch_dependents();
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchLayoutDone);
-    const uint64_t sequence = counters[kCounterHt] + 1;
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
     const uint32_t lane = ptx::lane_id();

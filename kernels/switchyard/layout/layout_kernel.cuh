@@ -299,6 +299,16 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         if (!ok) return;
         if (threadIdx.x == 0)
             ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLookedBack);
+        // The notify's poison check and op sequence (below) are loaded now, beside the earlier
+        // chunks' totals: an invalid id reported by any chunk is seen here, since its block
+        // published after the report and the look back acquired that.
+        __shared__ int announce;
+        __shared__ uint64_t notify_sequence;
+        if (threadIdx.x == 0 && chunk == args.num_chunks - 1) {
+            const bool notifies = args.notify.peer_bases != nullptr;
+            notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
+            announce = notifies && !is_poisoned(args.diagnostics);
+        }
         layout_detail::sum_earlier_chunks(args, columns, chunk, starts, partial);
         __syncthreads();
         if (chunk == args.num_chunks - 1) {
@@ -311,22 +321,15 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
             }
             // Every block has published a chunk, so every block has read the old epoch.
             if (threadIdx.x == 0) *epoch_word = epoch;
-            if (args.notify.peer_bases != nullptr) {
-                // A poisoned buffer announces nothing (an invalid id reported by any chunk is seen
-                // here: its block published after the report, and the look back acquired that).
-                __shared__ int announce;
-                if (threadIdx.x == 0) announce = !is_poisoned(args.diagnostics);
-                __syncthreads();
-                if (announce) {
-                    ht_notify_peers(
-                        args.notify, *args.notify.op_counter + 1,
-                        [&](int32_t rank) {
-                            return starts[args.num_experts + rank] + totals[args.num_experts + rank];
-                        },
-                        [&](int32_t expert) { return starts[expert] + totals[expert]; });
-                    if (threadIdx.x == 0)
-                        ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtDispatchNotified);
-                }
+            if (announce) {  // a poisoned buffer announces nothing
+                ht_notify_peers(
+                    args.notify, notify_sequence,
+                    [&](int32_t rank) {
+                        return starts[args.num_experts + rank] + totals[args.num_experts + rank];
+                    },
+                    [&](int32_t expert) { return starts[expert] + totals[expert]; });
+                if (threadIdx.x == 0)
+                    ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtDispatchNotified);
             }
         }
         if (entry.in_chunk) {
