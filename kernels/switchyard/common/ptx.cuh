@@ -16,6 +16,14 @@ SY_DEVICE uint32_t lane_id() {
     return lane;
 }
 
+// gridDim.x read where it is used: a kernel at its register cap may otherwise keep one read of it
+// live from its first use to its last, and spill it (the HT combine did).
+SY_DEVICE uint32_t grid_blocks() {
+    uint32_t blocks;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(blocks));
+    return blocks;
+}
+
 SY_DEVICE uint32_t lanemask_lt() {
     uint32_t mask;
     asm volatile("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));

@@ -389,23 +389,74 @@ SY_DEVICE bool reduce_chunk(const HtCombineArgs& args, int chunk, int32_t self_f
     return true;
 }
 
-// The publisher variant's reduce: warps claim whole chunks one at a time from a counter of this
-// rank's workspace (the last block resets it, finish_and_signal), in arrival order, and sender
-// warps join once their rows are out, so the last chunks to arrive are spread over every warp
-// instead of a fixed reducer's queue. Which warp sums a token does not change its sum. Claiming
-// one token at a time (the claimant of a chunk's first token marking it ready for the others) was
-// slower: 296 against 246 us at 16 SMs (665f974), the reduce then ending ~100 us after the senders;
-// and so was claiming only the last chunks token by token: 251.6 us at 16 SMs (f7f2bd2). At 16
-// SMs the reduce trails the senders by ~30-40 us because the reducers are behind, not because
-// one warp holds the last chunk (SWITCHYARD_HT_TRACE, design notes §3).
-SY_DEVICE void reduce_claimed_chunks(const HtCombineArgs& args, uint64_t* counters, int chunks,
-                                     int32_t self_first_row) {
-    auto* next_chunk = reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem);
-    for (;;) {
-        unsigned long long claimed = 0;
-        if (ptx::lane_id() == 0) claimed = atomicAdd(next_chunk, 1ull);
-        const int chunk = int(min(__shfl_sync(0xffffffffu, claimed, 0), (unsigned long long)chunks));
-        if (chunk >= chunks || !reduce_chunk(args, chunk, self_first_row)) return;
+// One reduce item of a token split into channel parts (kReducePartChannels each): the token's
+// `part`. The warp with a chunk's first item (its first token's part 0) waits for the chunk's rows
+// and marks the chunk ready (this op's sequence, in this rank's workspace); the chunk's other items
+// wait for that mark. The token's slots do not depend on the wait: loaded first, the latencies
+// overlap (and so does the op's sequence, loaded here rather than held in registers across the
+// reduce loop, which sits at the kernel's register cap). False when a wait failed.
+SY_DEVICE bool reduce_token_part(const HtCombineArgs& args, int token, int part, int32_t self_first_row) {
+    const HtCommon& c = args.common;
+    const uint64_t sequence = c.layout.workspace.counters(c.local_base)[kCounterHt] + 1;
+    const int chunk = token / kHtCombineChunkTokens;
+    const int32_t first_group_slot = args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
+                                         ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
+                                         : -1;
+    uint64_t* ready = c.layout.workspace.ht_combine_ready(c.local_base, chunk);
+    if (token % kHtCombineChunkTokens == 0 && part == 0) {
+        if (!wait_for_chunk(args, chunk)) return false;
+        if (ptx::lane_id() == 0) ptx::st_release_sys(ready, sequence);
+    } else {
+        bool arrived = true;
+        if (ptx::lane_id() == 0)
+            arrived = wait_for_sequence(ready, sequence, c.diagnostics, kPhaseHtCombine, c.rank);
+        // The acquiring lane's view now orders the whole warp's reads (warp barrier).
+        __syncwarp();
+        if (!__shfl_sync(0xffffffffu, arrived, 0)) return false;
+    }
+    const int begin = part * kReducePartChannels;
+    reduce_token(args, token, begin, min(begin + kReducePartChannels, c.hidden), part == 0, self_first_row,
+                 first_group_slot);
+    return true;
+}
+
+// The reduce's items, in arrival order: the first `chunks - tail_chunks` are whole chunks
+// (reduce_chunk), then each of the last `tail_chunks` chunks is split into (token, channel part)
+// items (reduce_token_part), token-major. A warp takes items one at a time from a counter of this
+// rank's workspace (`claimed`: the publisher kernel, where sender warps join once their rows are
+// out; the last block resets the counter, finish_and_signal), or items first, first + stride, ...
+// Which warp sums a token, or a part of it, does not change its sum.
+//  - With many tokens the last chunks are split (tail_chunks: enough items for every warp of the
+//    grid), so the chunks that arrive last are summed by many warps at once: reduced whole, the
+//    reduce ended ~12-14 us after the last rows at 24 SMs, one warp's reduce of a chunk.
+//  - With fewer chunks than reducers every chunk is split (tail_chunks = chunks).
+// Splitting every chunk at 4,096 tokens was slower (an acquire and a slot lookup before every part:
+// 397 against 254 us), as was claiming the last chunks token by token while the reducers were
+// behind the senders (251.6 against 246 us at 16 SMs, f7f2bd2). Claiming tokens one at a time (the
+// claimant of a chunk's first token marking it ready for the others) took 296 against 246 us at
+// 16 SMs (665f974).
+SY_DEVICE void reduce_items(const HtCombineArgs& args, uint64_t* counters, int chunks, int tail_chunks,
+                            bool claimed, int first, int stride, int32_t self_first_row) {
+    auto* next_item = reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem);
+    const int parts = (args.common.hidden + kReducePartChannels - 1) / kReducePartChannels;
+    const int whole = chunks - tail_chunks;
+    const int items = whole + tail_chunks * kHtCombineChunkTokens * parts;  // < 2^31: T * parts
+    for (int next = first;; next += stride) {
+        int item = next;
+        if (claimed) {
+            unsigned long long taken = 0;
+            if (ptx::lane_id() == 0) taken = atomicAdd(next_item, 1ull);
+            item = int(min(__shfl_sync(0xffffffffu, taken, 0), (unsigned long long)items));
+        }
+        if (item >= items) return;
+        if (item < whole) {
+            if (!reduce_chunk(args, item, self_first_row)) return;
+            continue;
+        }
+        const int split = item - whole;
+        const int token = whole * kHtCombineChunkTokens + split / parts;
+        if (token >= args.common.num_tokens) continue;  // past the end of a partial last chunk
+        if (!reduce_token_part(args, token, split % parts, self_first_row)) return;
     }
 }
 
@@ -526,60 +577,27 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         ht_detail::publish_rows(c, publish_queues, send_warps);
         if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombinePublished);
     }
-    // The reduce's unit: whole chunks of home tokens when there are enough to keep every reducer
-    // busy (or a token is one sum round), else items of (token, sum round of channels).
-    const int reducers = int(gridDim.x) * reduce_warps;
-    const int chunks = int(ceil_div(c.num_tokens, kHtCombineChunkTokens));
-    const int max_parts = int(ceil_div(c.hidden, ht_detail::kReducePartChannels));
+    // The reduce (reduce_items): the reducer warps and, in the publisher kernel with many tokens,
+    // the senders and the publisher once their rows are out. Its unit: whole chunks of home tokens
+    // when there are enough to keep every reducer busy (or a token is one sum round), the last
+    // chunks split into parts when they are claimed; else (few tokens) every chunk split.
+    const int blocks = int(ptx::grid_blocks());
+    const int reducers = blocks * reduce_warps;
+    // (32-bit arithmetic: at the kernel's register cap, 64-bit divisions here made it spill.)
+    const int chunks = (c.num_tokens + kHtCombineChunkTokens - 1) / kHtCombineChunkTokens;
+    const int max_parts = (c.hidden + ht_detail::kReducePartChannels - 1) / ht_detail::kReducePartChannels;
     const bool whole_chunks = chunks >= reducers || max_parts == 1;
-    if (ok && kPublish && !bulk && warp < send_warps + publishers) {
-        // Senders and the publisher, their rows out: claim chunks with the reducers (many tokens).
-        if (whole_chunks) {
-            ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
-            if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace, counters);
-        }
-    } else if (ok && warp >= send_warps + publishers) {
-        // reduce_home, in arrival order, spread over every block's reducer warps.
+    const bool claimed = kPublish && whole_chunks;
+    const bool joins = claimed && !bulk && warp < send_warps + publishers;
+    if (ok && (warp >= send_warps + publishers || joins)) {
+        const int per_chunk = kHtCombineChunkTokens * max_parts;  // items of a split chunk
+        const int tail_chunks = !whole_chunks ? chunks
+                                : claimed && args.split_tail && max_parts > 1
+                                    ? min(chunks, (blocks * num_warps + per_chunk - 1) / per_chunk)
+                                    : 0;
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
-        if (kPublish && whole_chunks) {
-            ht_detail::reduce_claimed_chunks(args, counters, chunks, row_offsets[c.rank]);
-        } else if (whole_chunks) {
-            // Many tokens: a warp takes whole chunks, waits for their rows and reduces them.
-            for (int chunk = reducer; chunk < chunks; chunk += reducers)
-                if (!ht_detail::reduce_chunk(args, chunk, row_offsets[c.rank])) break;
-        } else {
-            // Few tokens (fewer chunks than reducers): items of (token, one sum round of channels),
-            // so that every reducer has work. The warp with a chunk's first item waits for the
-            // chunk's rows and marks the chunk ready (this op's sequence, in this rank's
-            // workspace) for the chunk's other items. (With many tokens the extra acquire per item
-            // cost more than the spread gained: 271 vs 254 us at 4,096 tokens, 32 SMs.)
-            const int64_t items = int64_t(c.num_tokens) * max_parts;
-            for (int64_t item = reducer; item < items; item += reducers) {
-                const int token = int(item / max_parts), part = int(item % max_parts);
-                const int chunk = token / kHtCombineChunkTokens;
-                // The token's slots do not depend on the wait: loaded first, the latencies overlap.
-                const int32_t first_group_slot =
-                    args.mode != 1 && int(ptx::lane_id()) < c.num_ranks
-                        ? args.token_rank_slot[int64_t(token) * c.num_ranks + ptx::lane_id()]
-                        : -1;
-                uint64_t* ready = c.layout.workspace.ht_combine_ready(c.local_base, chunk);
-                if (token % kHtCombineChunkTokens == 0 && part == 0) {
-                    if (!ht_detail::wait_for_chunk(args, chunk)) break;
-                    if (ptx::lane_id() == 0) ptx::st_release_sys(ready, sequence);
-                } else {
-                    bool arrived = true;
-                    if (ptx::lane_id() == 0)
-                        arrived = wait_for_sequence(ready, sequence, c.diagnostics, kPhaseHtCombine, c.rank);
-                    // The acquiring lane's view now orders the whole warp's reads (warp barrier).
-                    __syncwarp();
-                    if (!__shfl_sync(0xffffffffu, arrived, 0)) break;
-                }
-                const int begin = part * ht_detail::kReducePartChannels;
-                ht_detail::reduce_token(args, token, begin,
-                                        min(begin + ht_detail::kReducePartChannels, c.hidden), part == 0,
-                                        row_offsets[c.rank], first_group_slot);
-            }
-        }
+        ht_detail::reduce_items(args, counters, chunks, tail_chunks, claimed, reducer, reducers,
+                                row_offsets[c.rank]);
         if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace, counters);
     }
 

@@ -100,9 +100,10 @@ struct HtCombineArgs {
     int32_t claim_sends;  // 1: sender warps claim groups of consecutive rows at run time; 0: strided
     int32_t publish;      // 1: one warp per block fences and signals the senders' rows (combine_publish.cuh)
     int32_t entry_handshake;  // 1: announce and wait for entry even right after a dispatch (an A/B knob)
-    int32_t bulk_stages;      // > 0: rank-major rows leave through one bulk-copy warp per block with this
-                              // many shared-memory stages (combine_bulk_send.cuh); 0: register senders
-    const uint8_t* y;         // rows in the dispatch's layout, bf16
+    int32_t split_tail;   // 1: the last chunks are reduced in (token, channel part) items (claimed reduce)
+    int32_t bulk_stages;  // > 0: rank-major rows leave through one bulk-copy warp per block with this
+                          // many shared-memory stages (combine_bulk_send.cuh); 0: register senders
+    const uint8_t* y;     // rows in the dispatch's layout, bf16
     int64_t y_row_stride_bytes;
     const float* row_weights;  // optional: rank-major [N, K] / expert-major [N] (sent back)
     int64_t row_weights_stride;
