@@ -205,12 +205,6 @@ SY_DEVICE bool mbarrier_try_wait_parity(uint64_t* barrier, uint32_t parity) {
 }
 
 // --- Bulk copies (TMA, 1-D): sizes and addresses multiples of 16 bytes ------------------------------
-// Asks the copy engine to bring `bytes` at `global_source` into L2 (both multiples of 16): a hint
-// that costs the thread one instruction and no registers; later loads of the range may hit L2.
-SY_DEVICE void bulk_prefetch_l2(const void* global_source, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(global_source), "r"(bytes) : "memory");
-}
-
 SY_DEVICE void bulk_load(void* smem_destination, const void* global_source, uint32_t bytes,
                          uint64_t* barrier) {
     asm volatile(

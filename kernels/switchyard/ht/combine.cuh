@@ -341,15 +341,6 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
         return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
                                  : combine_record(args, c.local_base, slot, token);
     };
-    // Lane j asks for slot j's channels [begin, end) in L2 at once: the sum takes them in rounds
-    // of kReducePartChannels, and a warp holds one round's loads in registers, so without this
-    // every round waits a full memory latency (the reducers set the HT combine's pace at 24 SMs).
-    const int64_t range_bytes = int64_t(end - begin) * 2;
-    if (end - begin > kReducePartChannels && range_bytes % 16 == 0 && int(lane) < num_slots) {
-        const uint8_t* row = slot_payload(int(lane)) + int64_t(begin) * 2;
-        if ((reinterpret_cast<unsigned long long>(row) & 15u) == 0)
-            ptx::bulk_prefetch_l2(row, uint32_t(range_bytes));
-    }
     if (args.mode != 1 && !args.bias0 && !args.bias1 && num_slots <= 2)
         sum_two_rows(args, token, num_slots > 0 ? slot_payload(0) : nullptr,
                      num_slots > 1 ? slot_payload(1) : nullptr, begin, end);
