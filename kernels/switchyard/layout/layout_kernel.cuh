@@ -206,13 +206,17 @@ SY_DEVICE void sum_earlier_chunks(const LayoutArgs& args, int columns, int chunk
     for (int i = threadIdx.x; i < columns * parts; i += blockDim.x) {
         const int column = i % columns, part = i / columns;
         int32_t running = 0;
-        for (int first = part * 8; first < chunk; first += parts * 8) {
-            int32_t counts[8];  // eight chunks' counts in flight at once
+        // Sixteen chunks' counts in flight at once: at 4,096 tokens (32 chunks of 128 tokens, top-8)
+        // and 264 columns (three parts per column) that is one round trip per thread, where eight
+        // took two on the last chunk's path.
+        constexpr int kBatch = 16;
+        for (int first = part * kBatch; first < chunk; first += parts * kBatch) {
+            int32_t counts[kBatch];
 #pragma unroll
-            for (int j = 0; j < 8; ++j)
+            for (int j = 0; j < kBatch; ++j)
                 counts[j] = first + j < chunk ? args.chunk_counts[int64_t(first + j) * columns + column] : 0;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) running += counts[j];
+            for (int j = 0; j < kBatch; ++j) running += counts[j];
         }
         if (parts == 1)
             starts[column] = running;
@@ -249,11 +253,15 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     ptx::launch_dependents();
     if (threadIdx.x == 0)
         ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutStart, true);
+    // Thread 0 reads the epoch now, before this block publishes (the epoch cannot advance until
+    // every block has), but waits for the load only at its first publish: a barrier here would put
+    // the load's round trip before the routing's own loads. (`ok` is read only after the chunk's
+    // first barrier.)
+    uint64_t old_epoch = 0;
     if (threadIdx.x == 0) {
-        epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word) + 1;  // before this block publishes
+        old_epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word);
         ok = 1;
     }
-    __syncthreads();
 
     for (int chunk = blockIdx.x; chunk < args.num_chunks; chunk += gridDim.x) {
         const layout_detail::LayoutEntry entry = layout_detail::entry_of(args, chunk);
@@ -281,6 +289,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
             args.chunk_counts[int64_t(chunk) * columns + column] = totals[column];
         // Only this grid reads the flags and totals: GPU scope (a system-scope release would
         // also wait for this thread's writes to be visible to peers and the host).
+        if (threadIdx.x == 0) epoch = old_epoch + 1;  // the look back reads it after the barrier
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) {
