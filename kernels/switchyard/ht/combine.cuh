@@ -37,6 +37,39 @@
 
 namespace switchyard::device {
 
+// The combine's reduce work items (ht_detail::reduce_items): items [0, whole) are whole chunks of
+// kHtCombineChunkTokens home tokens; the items past them split the remaining `tail` chunks into
+// (token, channel part), token-major, `parts` parts per token. Host and device, so the CPU tests
+// check that the items cover every chunk, or every (token, part), exactly once.
+struct HtReduceItem {
+    int32_t chunk;  // the chunk the item belongs to
+    int32_t token;  // -1: the whole chunk; else the token whose channel part `part` the item sums
+    int32_t part;
+};
+
+SY_HOST_DEVICE int32_t ht_reduce_items(int32_t chunks, int32_t tail, int32_t parts) {
+    return chunks - tail + tail * kHtCombineChunkTokens * parts;  // < 2^31: about T * parts
+}
+
+SY_HOST_DEVICE HtReduceItem ht_reduce_item(int32_t item, int32_t whole, int32_t parts) {
+    if (item < whole) return {item, -1, 0};
+    const int32_t split = item - whole;
+    const int32_t token = whole * kHtCombineChunkTokens + split / parts;
+    return {token / kHtCombineChunkTokens, token, split % parts};
+}
+
+// Chunks to split (the tail): enough (token, part) items for every one of `grid_warps` warps, or
+// every chunk when there are fewer chunks than reducers (`whole_chunks` false). None when a token
+// is one part or the split is off.
+SY_HOST_DEVICE int32_t ht_reduce_tail_chunks(int32_t chunks, int32_t parts, int32_t grid_warps,
+                                             bool whole_chunks, bool split) {
+    if (!whole_chunks) return chunks;
+    if (!split || parts <= 1) return 0;
+    const int32_t per_chunk = kHtCombineChunkTokens * parts;
+    const int32_t wanted = (grid_warps + per_chunk - 1) / per_chunk;
+    return wanted < chunks ? wanted : chunks;
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ht_detail {
@@ -440,7 +473,7 @@ SY_DEVICE void reduce_items(const HtCombineArgs& args, uint64_t* counters, int c
     auto* next_item = reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem);
     const int parts = (args.common.hidden + kReducePartChannels - 1) / kReducePartChannels;
     const int whole = chunks - tail_chunks;
-    const int items = whole + tail_chunks * kHtCombineChunkTokens * parts;  // < 2^31: T * parts
+    const int items = ht_reduce_items(chunks, tail_chunks, parts);
     for (int next = first;; next += stride) {
         int item = next;
         if (claimed) {
@@ -449,14 +482,13 @@ SY_DEVICE void reduce_items(const HtCombineArgs& args, uint64_t* counters, int c
             item = int(min(__shfl_sync(0xffffffffu, taken, 0), (unsigned long long)items));
         }
         if (item >= items) return;
-        if (item < whole) {
-            if (!reduce_chunk(args, item, self_first_row)) return;
+        const HtReduceItem work = ht_reduce_item(item, whole, parts);
+        if (work.token < 0) {
+            if (!reduce_chunk(args, work.chunk, self_first_row)) return;
             continue;
         }
-        const int split = item - whole;
-        const int token = whole * kHtCombineChunkTokens + split / parts;
-        if (token >= args.common.num_tokens) continue;  // past the end of a partial last chunk
-        if (!reduce_token_part(args, token, split % parts, self_first_row)) return;
+        if (work.token >= args.common.num_tokens) continue;  // past the end of a partial last chunk
+        if (!reduce_token_part(args, work.token, work.part, self_first_row)) return;
     }
 }
 
@@ -590,11 +622,8 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     const bool claimed = kPublish && whole_chunks;
     const bool joins = claimed && !bulk && warp < send_warps + publishers;
     if (ok && (warp >= send_warps + publishers || joins)) {
-        const int per_chunk = kHtCombineChunkTokens * max_parts;  // items of a split chunk
-        const int tail_chunks = !whole_chunks ? chunks
-                                : claimed && args.split_tail && max_parts > 1
-                                    ? min(chunks, (blocks * num_warps + per_chunk - 1) / per_chunk)
-                                    : 0;
+        const int tail_chunks = ht_reduce_tail_chunks(chunks, max_parts, blocks * num_warps, whole_chunks,
+                                                      claimed && args.split_tail);
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
         ht_detail::reduce_items(args, counters, chunks, tail_chunks, claimed, reducer, reducers,
                                 row_offsets[c.rank]);
