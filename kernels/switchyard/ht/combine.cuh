@@ -455,10 +455,10 @@ SY_DEVICE bool reduce_token_part(const HtCombineArgs& args, int token, int part,
 
 // The reduce's items, in arrival order: the first `chunks - tail_chunks` are whole chunks
 // (reduce_chunk), then each of the last `tail_chunks` chunks is split into (token, channel part)
-// items (reduce_token_part), token-major. A warp takes items one at a time from a counter of this
-// rank's workspace (`claimed`: the publisher kernel, where sender warps join once their rows are
-// out; the last block resets the counter, finish_and_signal), or items first, first + stride, ...
-// Which warp sums a token, or a part of it, does not change its sum.
+// items (reduce_token_part), token-major, `parts` per token. A warp takes items one at a time from a counter
+// of this rank's workspace (`claimed`: the publisher kernel, where sender warps join once their rows are out;
+// the last block resets the counter, finish_and_signal), or items first, first + stride, ... Which warp sums
+// a token, or a part of it, does not change its sum.
 //  - With many tokens the last chunks are split (tail_chunks: enough items for every warp of the
 //    grid), so the chunks that arrive last are summed by many warps at once: reduced whole, the
 //    reduce ended ~12-14 us after the last rows at 24 SMs, one warp's reduce of a chunk.
@@ -469,9 +469,8 @@ SY_DEVICE bool reduce_token_part(const HtCombineArgs& args, int token, int part,
 // claimant of a chunk's first token marking it ready for the others) took 296 against 246 us at
 // 16 SMs (665f974).
 SY_DEVICE void reduce_items(const HtCombineArgs& args, uint64_t* counters, int chunks, int tail_chunks,
-                            bool claimed, int first, int stride, int32_t self_first_row) {
+                            int parts, bool claimed, int first, int stride, int32_t self_first_row) {
     auto* next_item = reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem);
-    const int parts = (args.common.hidden + kReducePartChannels - 1) / kReducePartChannels;
     const int whole = chunks - tail_chunks;
     const int items = ht_reduce_items(chunks, tail_chunks, parts);
     for (int next = first;; next += stride) {
@@ -625,7 +624,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const int tail_chunks = ht_reduce_tail_chunks(chunks, max_parts, blocks * num_warps, whole_chunks,
                                                       claimed && args.split_tail);
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
-        ht_detail::reduce_items(args, counters, chunks, tail_chunks, claimed, reducer, reducers,
+        ht_detail::reduce_items(args, counters, chunks, tail_chunks, max_parts, claimed, reducer, reducers,
                                 row_offsets[c.rank]);
         if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace, counters);
     }

@@ -408,10 +408,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     if (announce && threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchNotified);
     bool ok = ht_detail::wait_for_counts(c, sequence, dest_offset);
     if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchCounts);
-    if (ok && blockIdx.x == 0) {
-        ht_detail::publish_recv_info(args);
-        __syncthreads();
-    }
+    // (dest_offset is complete after the wait's closing barrier: the sends need no other.)
+    if (ok && blockIdx.x == 0) ht_detail::publish_recv_info(args);
 
     // send_tokens: each warp walks its tokens (WarpTokens) through two shared-memory stages.
     if (ok) {

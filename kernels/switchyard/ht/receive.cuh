@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
         }
     }
 
-    // Expert-major: each row is also copied to the rows of the local experts it names.
+    // Expert-major: each row is also copied to the rows of the local experts it names. Lane k
+    // works out slot k's expert row once; the warp's copies then take the rows from the lanes.
     for (int64_t row = expert_major ? global_warp : rows; row < rows; row += total_warps) {
         int source = 0;
         while (source + 1 < c.num_ranks && recv_info[info.row_offsets() + source + 1] <= row) ++source;
@@ -94,30 +95,27 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
             args.row_src_token[row] = meta[0];
             args.row_combine_slot[row] = meta[1];
         }
+        int32_t expert_row = -1, weight_bits = 0;
         if (int(lane) < c.topk) {
-            args.row_weights[row * c.topk + lane] = __int_as_float(meta[2 + c.topk + lane]);
-            int32_t expert_row = -1;
+            weight_bits = meta[2 + c.topk + lane];
+            args.row_weights[row * c.topk + lane] = __int_as_float(weight_bits);
             const int32_t expert = meta[2 + lane];
-            if (expert >= 0) {
+            if (expert >= 0)
                 expert_row = recv_info[info.expert_offsets() + expert] +
                              recv_info[info.source_expert_offsets() + source * c.local_experts + expert] +
                              meta[2 + 2 * c.topk + lane];
-            }
             args.row_expert_row[row * c.topk + lane] = expert_row;
         }
-        for (int k = 0; k < c.topk; ++k) {
-            const int32_t expert = meta[2 + k];
-            if (expert < 0) continue;
-            const int64_t expert_row =
-                int64_t(recv_info[info.expert_offsets() + expert]) +
-                recv_info[info.source_expert_offsets() + source * c.local_experts + expert] +
-                meta[2 + 2 * c.topk + k];
-            ht_detail::warp_copy(args.out_x + expert_row * r.payload_bytes, record, payload_and_scales);
+        for (uint32_t rest = __ballot_sync(0xffffffffu, expert_row >= 0); rest != 0; rest &= rest - 1) {
+            const int k = __ffs(rest) - 1;  // slots in ascending order
+            const int64_t target = __shfl_sync(0xffffffffu, expert_row, k);
+            const int32_t weight = __shfl_sync(0xffffffffu, weight_bits, k);
+            ht_detail::warp_copy(args.out_x + target * r.payload_bytes, record, payload_and_scales);
             const uint32_t* scales = reinterpret_cast<const uint32_t*>(record + r.scale_offset);
             for (int w = lane; w < scale_words; w += 32)
-                args.out_scales[expert_row * scale_words + w] = scales[w];
+                args.out_scales[target * scale_words + w] = scales[w];
             if (lane == 0 && args.out_weights)
-                args.out_weights[expert_row] = args.has_weights ? __int_as_float(meta[2 + c.topk + k]) : 0.0f;
+                args.out_weights[target] = args.has_weights ? __int_as_float(weight) : 0.0f;
         }
     }
 
