@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "switchyard/device_tensor.hpp"
+#include "switchyard/op_event.hpp"
 #include "switchyard/tensor.hpp"
 
 namespace switchyard {
@@ -43,6 +44,7 @@ struct DispatchArgs {
     ScaleFormat quantize_format = ScaleFormat::kFloat32;
     CountMode counts = CountMode::kHostSynced;
     int32_t num_sms = 0;  // 0 = the buffer's setting or the analytical SM model
+    OpOrder order;        // after the caller's stream, synchronous (op_event.hpp)
 };
 
 struct CombineArgs {
@@ -55,6 +57,7 @@ struct CombineArgs {
     bool hierarchical = false;  // expert-major layouts: reduce per receiving rank first
     TensorView out;             // optional caller-provided output [T, H] bf16
     int32_t num_sms = 0;
+    OpOrder order;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -75,11 +78,13 @@ struct DispatchResult {
     int64_t host_num_recv_rows = -1;
     std::vector<int32_t> host_num_recv_tokens_per_expert;
     std::shared_ptr<const DispatchHandle> handle;
+    OpEvent done;  // when the op has finished (wait on it in asynchronous mode)
 };
 
 struct CombineResult {
     DeviceTensor out;                    // [T, H] bf16 (the caller's `out` when given)
     DeviceTensor combined_topk_weights;  // [T, K] fp32 when row weights were sent back
+    OpEvent done;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -111,6 +116,9 @@ struct LowLatencyDispatchArgs {
     RecvLayout layout = RecvLayout::kExpertMasked;
     int32_t expert_alignment = 1;  // kExpertContiguous only
     bool zero_padding = false;     // kExpertContiguous only
+    // Hook mode: the send half follows `order`; the receive half follows the caller's stream at
+    // the time receive() is called, with order.async applied to it as well.
+    OpOrder order;
 };
 
 struct LowLatencyDispatchResult {
@@ -124,7 +132,9 @@ struct LowLatencyDispatchResult {
     DeviceTensor recv_count;           // int32 [L]
     DeviceTensor recv_expert_offsets;  // int32 [L + 1]: each expert's first row, then the rows used
     std::shared_ptr<const LowLatencyHandle> handle;
-    std::function<void()> receive;  // hook mode: launches the receive half on the same stream
+    OpEvent done;  // hook mode: the send half's completion
+    // Hook mode: launches the receive half on the same stream and returns its completion.
+    std::function<OpEvent()> receive;
 };
 
 struct LowLatencyCombineArgs {
@@ -141,11 +151,13 @@ struct LowLatencyCombineArgs {
     bool zero_copy = false;  // y was written into ll_combine_input() (the buffer's send area)
     bool return_recv_hook = false;
     TensorView wait_time_stats;  // optional int64 [R]
+    OpOrder order;               // as LowLatencyDispatchArgs::order
 };
 
 struct LowLatencyCombineResult {
     DeviceTensor out;
-    std::function<void()> receive;
+    OpEvent done;
+    std::function<OpEvent()> receive;
 };
 
 }  // namespace switchyard

@@ -154,7 +154,6 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
                                                 static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
     impl.comm_stream = core::acquire_stream(device);  // reused: see stream_pool.hpp
     SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.caller_ready, cudaEventDisableTiming));
-    SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.comm_done, cudaEventDisableTiming));
 
     int num_sms = 0;
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
@@ -202,7 +201,8 @@ Buffer::~Buffer() {
     Impl& impl = *impl_;
     cudaSetDevice(impl.device);
     if (impl.comm_stream) cudaStreamSynchronize(impl.comm_stream);
-    if (impl.comm_done && impl.config.launch_on_caller_stream) cudaEventSynchronize(impl.comm_done);
+    if (impl.config.launch_on_caller_stream && impl.latest_done.valid())
+        cudaEventSynchronize(impl.latest_done.get());
     // Peers may still write into this memory until they are done with their last operation: wait
     // for them, but never hang in a destructor (a dead peer must not block teardown).
     try {
@@ -216,7 +216,6 @@ Buffer::~Buffer() {
     if (impl.layout_scratch.counts) cudaFree(impl.layout_scratch.counts);
     if (impl.layout_scratch.flags) cudaFree(impl.layout_scratch.flags);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
-    if (impl.comm_done) cudaEventDestroy(impl.comm_done);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);
 }
 
@@ -258,7 +257,7 @@ size_t Buffer::data_offset() const {
 }
 
 void Buffer::barrier(cudaStream_t stream) {
-    impl_->run_ordered(stream, [&] { launch::launch_barrier(impl_->context(stream)); });
+    impl_->run_ordered(stream, OpOrder{}, [&] { launch::launch_barrier(impl_->context(stream)); });
 }
 
 void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, const DispatchLayoutViews& out,
@@ -315,7 +314,7 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     args.token_in_rank = out.token_in_rank.defined() ? out.token_in_rank.ptr_as<uint8_t>() : nullptr;
     args.token_rank_slot = out.token_rank_slot.ptr_as<int32_t>();
     args.token_expert_pos = out.token_expert_pos.defined() ? out.token_expert_pos.ptr_as<int32_t>() : nullptr;
-    impl.run_ordered(stream, [&] {
+    impl.run_ordered(stream, OpOrder{}, [&] {
         launch::launch_dispatch_layout(impl.context(stream), args, topk_idx.dtype == DType::kInt64);
     });
 }

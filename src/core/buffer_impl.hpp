@@ -11,6 +11,7 @@
 #include "comm/symmetric_memory.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error_state.hpp"
+#include "core/event_pool.hpp"
 #include "core/output_memory.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/buffer.hpp"
@@ -33,7 +34,8 @@ struct Buffer::Impl {
     device::LayoutScratch layout_scratch{};       // the layout kernel's per-chunk counts and flags
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
-    cudaEvent_t comm_done = nullptr;     // recorded after each op (on the stream it ran on)
+    std::shared_ptr<core::EventPool> events = std::make_shared<core::EventPool>();  // the ops' OpEvents
+    OpEvent latest_done;  // the latest op's completion (on the stream it ran on)
     int sm_budget = 1;
     bool chain_kernels = false;  // programmatic dependent launch inside an op (LaunchContext)
     int device_sms = 1;
@@ -62,8 +64,7 @@ struct Buffer::Impl {
     // streams the latest op (its completion event: the stream itself may be gone by now).
     void drain() const {
         core::cuda_check(cudaStreamSynchronize(comm_stream), "cudaStreamSynchronize (comm stream)");
-        if (config.launch_on_caller_stream)
-            core::cuda_check(cudaEventSynchronize(comm_done), "cudaEventSynchronize (latest op)");
+        if (config.launch_on_caller_stream) latest_done.synchronize();
     }
 
     launch::LaunchContext context(cudaStream_t caller) const {
@@ -87,23 +88,26 @@ struct Buffer::Impl {
         return context;
     }
 
-    // Runs `body` on the comm stream after the caller's stream, then makes the caller's stream
-    // wait for it (synchronous mode); with launch_on_caller_stream, on the caller's stream itself.
-    // A recorded error is raised before anything is launched.
+    // Runs `body` on the comm stream after the caller's stream (or after `order.after`), then
+    // makes the caller's stream wait for it unless `order.async`; with launch_on_caller_stream, on
+    // the caller's stream itself. Returns the op's completion. A recorded error is raised before
+    // anything is launched.
     template <typename Body>
-    void run_ordered(cudaStream_t caller, Body&& body) {
+    OpEvent run_ordered(cudaStream_t caller, const OpOrder& order, Body&& body) {
         errors->throw_if_error(config.timeout_seconds);
         SY_CUDA_CHECK(cudaSetDevice(device));
-        if (config.launch_on_caller_stream) {
-            body();
-            SY_CUDA_CHECK(cudaEventRecord(comm_done, caller));  // for drain(): no wait is enqueued
-            return;
+        const cudaStream_t stream = op_stream(caller);
+        if (order.after) {
+            SY_CUDA_CHECK(cudaStreamWaitEvent(stream, order.after, 0));
+        } else if (stream != caller) {
+            SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
+            SY_CUDA_CHECK(cudaStreamWaitEvent(stream, caller_ready, 0));
         }
-        SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
-        SY_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, caller_ready, 0));
         body();
-        SY_CUDA_CHECK(cudaEventRecord(comm_done, comm_stream));
-        SY_CUDA_CHECK(cudaStreamWaitEvent(caller, comm_done, 0));
+        latest_done = events->record(stream);
+        if (stream != caller && !order.async)
+            SY_CUDA_CHECK(cudaStreamWaitEvent(caller, latest_done.get(), 0));
+        return latest_done;
     }
 };
 

@@ -267,7 +267,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
     const device::HtRecvInfoLayout info{R, L};
     DispatchResult result;
 
-    impl.run_ordered(stream, [&] {
+    result.done = impl.run_ordered(stream, args.order, [&] {
         const launch::LaunchContext context = impl.context(stream);
         uint64_t* const trace = ht_trace(impl, HtTracedOp::kDispatch);
         if (cached) {
@@ -510,7 +510,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
     const int32_t T = handle->num_tokens, H = handle->hidden, K = handle->topk;
     const cudaStream_t comm = impl.op_stream(stream);
     CombineResult result;
-    impl.run_ordered(stream, [&] {
+    result.done = impl.run_ordered(stream, args.order, [&] {
         const launch::LaunchContext context = impl.context(stream);
         result.out = args.out.defined() ? DeviceTensor::borrow(args.out)
                                         : impl.outputs->allocate(DType::kBFloat16, {T, H}, comm);

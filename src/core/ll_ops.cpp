@@ -267,7 +267,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         launch::ll_dispatch_blocks(context, config.num_sms, shape, max_tokens, max_padding_rows);
 
     LowLatencyDispatchResult result;
-    impl.run_ordered(stream, [&] {
+    result.done = impl.run_ordered(stream, args.order, [&] {
         // Allocated on the op's stream once it follows the caller's stream (inside a capture they
         // become graph allocation nodes).
         const cudaStream_t comm = impl.op_stream(stream);
@@ -331,12 +331,13 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         launch::LlDispatchShape receive_shape = shape;
         receive_shape.phases = device::kLlRecvHalf;
         // The receive half reads nothing of the caller's inputs; it keeps the outputs alive.
-        result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, handle,
+        const OpOrder receive_order{nullptr, args.order.async};
+        result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, receive_order, handle,
                           recv_x = result.recv_x, offsets = result.recv_expert_offsets] {
             device::LlDispatchArgs receive_args = dispatch;
             receive_args.buffer.trace =
                 ll_trace_slots(*impl_pointer, device::kLlDispatch, receive_shape.phases);
-            impl_pointer->run_ordered(stream, [&] {
+            return impl_pointer->run_ordered(stream, receive_order, [&] {
                 launch::launch_ll_dispatch(impl_pointer->context(stream), receive_args, receive_shape,
                                            blocks);
             });
@@ -436,7 +437,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     const int blocks = launch::ll_num_blocks(context, config.num_sms);
 
     LowLatencyCombineResult result;
-    impl.run_ordered(stream, [&] {
+    result.done = impl.run_ordered(stream, args.order, [&] {
         result.out = args.out.defined()
                          ? DeviceTensor::borrow(args.out)
                          : impl.outputs->allocate(DType::kBFloat16, {T, H}, impl.op_stream(stream));
@@ -449,11 +450,13 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
         Impl* impl_pointer = impl_.get();
         launch::LlCombineShape receive_shape = shape;
         receive_shape.phases = device::kLlRecvHalf;
-        result.receive = [impl_pointer, combine, receive_shape, blocks, stream, handle, out = result.out] {
+        const OpOrder receive_order{nullptr, args.order.async};
+        result.receive = [impl_pointer, combine, receive_shape, blocks, stream, receive_order, handle,
+                          out = result.out] {
             device::LlCombineArgs receive_args = combine;
             receive_args.buffer.trace =
                 ll_trace_slots(*impl_pointer, device::kLlCombine, receive_shape.phases);
-            impl_pointer->run_ordered(stream, [&] {
+            return impl_pointer->run_ordered(stream, receive_order, [&] {
                 launch::launch_ll_combine(impl_pointer->context(stream), receive_args, receive_shape, blocks);
             });
         };
