@@ -1,15 +1,21 @@
 // High-throughput dispatch and combine against the CPU reference, bit for bit, for EP 1/2/4/8 on
-// one and two GPUs: every layout x payload x count mode, cached dispatch, every combine mode, and
-// the edge cases (T = 0, 1, odd, T_max; -1 slots; tokens routed nowhere; all tokens to one expert).
+// one and two GPUs: every layout x payload x count mode, inputs with padded rows and column-major
+// scales, cached dispatch (the same data, and new data with the same routing: the backward of
+// combine), every combine mode, and the edge cases (T = 0, 1, odd, T_max; -1 slots; tokens routed
+// nowhere; all tokens to one expert). Also: a peer that never arrives (a TimeoutError, then
+// recovery after reset), and the stream and event semantics (OpOrder, OpEvent).
 //
 // Every rank builds all ranks' inputs from one seed, runs the reference itself and compares its
 // own outputs. Device memory is allocated and freed only between host barriers: with ranks as
 // threads on one GPU, a device-synchronizing call while a peer's kernel waits would deadlock.
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "common/gpu_harness.hpp"
+#include "core/stream_pool.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/reference.hpp"
@@ -34,7 +40,8 @@ struct Case {
     CountMode counts = CountMode::kHostSynced;
     bool weights = true;
     bool one_expert = false;
-    int num_sms = 0;  // 0: the SM model's choice
+    bool strided = false;  // x, scales, ids and weights with padded rows (scales column-major)
+    int num_sms = 0;       // 0: the SM model's choice
     uint32_t seed = 1;
     std::string name() const {
         static const char* layouts[] = {"rank-major", "expert-contiguous", "expert-masked"};
@@ -45,7 +52,8 @@ struct Case {
                      : "/fp32";
         return std::string(layouts[int(layout)]) + " " + p +
                (counts == CountMode::kHostSynced ? " host" : " device") + " H" + std::to_string(hidden) +
-               " K" + std::to_string(topk) + (num_sms > 0 ? " on " + std::to_string(num_sms) + " SM(s)" : "");
+               " K" + std::to_string(topk) +
+               (num_sms > 0 ? " on " + std::to_string(num_sms) + " SM(s)" : "") + (strided ? " strided" : "");
     }
 };
 
@@ -53,6 +61,33 @@ uint16_t random_bf16(std::mt19937& rng) {
     // Values in [-4, 4) with a few mantissa bits: sums stay exact enough to expose order errors.
     const float value = float(int(rng() % 2048) - 1024) / 256.0f;
     return ref::float_to_bf16(value);
+}
+
+// x (and its scales) and the top-k weights of `in`, from `rng`: a dispatch's data apart from its
+// routing (a cached dispatch sends new data with the same routing).
+void fill_data(const Case& c, ref::DispatchInput& in, std::mt19937& rng) {
+    const int T = in.num_tokens, H = c.hidden, K = c.topk;
+    in.payload = c.payload;
+    if (c.payload == ref::Payload::kBF16) {
+        in.x_bf16.resize(size_t(T) * H);
+        for (auto& v : in.x_bf16) v = random_bf16(rng);
+    } else {
+        in.scale_format = c.scales;
+        std::vector<uint16_t> source(static_cast<size_t>(H), uint16_t(0));
+        const int words = ref::num_scale_words(H, c.scales);
+        in.x_fp8.resize(size_t(T) * H);
+        in.scales.resize(size_t(T) * words);
+        for (int t = 0; t < T; ++t) {
+            for (auto& v : source) v = random_bf16(rng);
+            ref::quantize_token(source.data(), H, c.scales, &in.x_fp8[size_t(t) * H],
+                                &in.scales[size_t(t) * words]);
+        }
+    }
+    in.topk_weights.clear();
+    if (c.weights) {
+        in.topk_weights.resize(size_t(T) * K);
+        for (auto& w : in.topk_weights) w = float(int(rng() % 64)) / 64.0f;
+    }
 }
 
 std::vector<ref::DispatchInput> make_inputs(const Case& c, const ref::Problem& problem) {
@@ -63,23 +98,7 @@ std::vector<ref::DispatchInput> make_inputs(const Case& c, const ref::Problem& p
         // Uneven counts: T_max, 0, 1, odd.
         const int choices[] = {c.max_tokens, 0, 1, c.max_tokens - 5, 7};
         in.num_tokens = problem.num_ranks == 1 ? c.max_tokens : choices[s % 5];
-        const int T = in.num_tokens, H = c.hidden, K = c.topk;
-        in.payload = c.payload;
-        if (c.payload == ref::Payload::kBF16) {
-            in.x_bf16.resize(size_t(T) * H);
-            for (auto& v : in.x_bf16) v = random_bf16(rng);
-        } else {
-            in.scale_format = c.scales;
-            std::vector<uint16_t> source(static_cast<size_t>(H), uint16_t(0));
-            const int words = ref::num_scale_words(H, c.scales);
-            in.x_fp8.resize(size_t(T) * H);
-            in.scales.resize(size_t(T) * words);
-            for (int t = 0; t < T; ++t) {
-                for (auto& v : source) v = random_bf16(rng);
-                ref::quantize_token(source.data(), H, c.scales, &in.x_fp8[size_t(t) * H],
-                                    &in.scales[size_t(t) * words]);
-            }
-        }
+        const int T = in.num_tokens, K = c.topk;
         in.topk_idx.assign(size_t(T) * K, -1);
         for (int t = 0; t < T; ++t) {
             if (t % 11 == 5) continue;  // routed nowhere
@@ -97,10 +116,16 @@ std::vector<ref::DispatchInput> make_inputs(const Case& c, const ref::Problem& p
                 in.topk_idx[size_t(t) * K + k] = expert;
             }
         }
-        if (c.weights) {
-            in.topk_weights.resize(size_t(T) * K);
-            for (auto& w : in.topk_weights) w = float(int(rng() % 64)) / 64.0f;
-        }
+        fill_data(c, in, rng);
+    }
+    return inputs;
+}
+
+// The same routing with new data (what a cached dispatch sends, e.g. the backward of combine).
+std::vector<ref::DispatchInput> with_new_data(const Case& c, std::vector<ref::DispatchInput> inputs) {
+    for (size_t s = 0; s < inputs.size(); ++s) {
+        std::mt19937 rng(c.seed * 7777u + uint32_t(s));
+        fill_data(c, inputs[s], rng);
     }
     return inputs;
 }
@@ -131,37 +156,63 @@ struct RankData {
     DeviceArray<float> weights;
 };
 
+// `rows` rows of `row_bytes` each, laid out `stride_bytes` apart (plus 16 bytes of slack, so that
+// no allocation is empty).
+std::vector<uint8_t> padded_rows(const void* data, int64_t rows, int64_t row_bytes, int64_t stride_bytes) {
+    std::vector<uint8_t> out(size_t(rows * stride_bytes) + 16, 0xab);
+    for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(&out[size_t(r * stride_bytes)], static_cast<const uint8_t*>(data) + r * row_bytes,
+                    size_t(row_bytes));
+    return out;
+}
+
 DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, RankData& data, int device) {
     const int T = in.num_tokens, H = c.hidden, K = c.topk;
     DispatchArgs args;
     const Device dev = Device::cuda(device);
-    if (c.payload == ref::Payload::kBF16) {
-        std::vector<uint8_t> bytes(in.x_bf16.size() * 2 + 16);
-        if (!in.x_bf16.empty()) std::memcpy(bytes.data(), in.x_bf16.data(), in.x_bf16.size() * 2);
-        data.x = DeviceArray<uint8_t>(bytes);
-        args.x = TensorView::contiguous(data.x.data(), DType::kBFloat16, {T, H}, dev);
-    } else {
-        std::vector<uint8_t> bytes(in.x_fp8);
-        bytes.resize(bytes.size() + 16);
-        data.x = DeviceArray<uint8_t>(bytes);
-        args.x = TensorView::contiguous(data.x.data(), DType::kFloat8E4M3, {T, H}, dev);
+    // Strided: rows padded by 64 bytes (x; a multiple of 16 as bulk copies need), 3 ids and 2
+    // weights; the scales column-major with 3 spare rows.
+    const bool fp8 = c.payload != ref::Payload::kBF16;
+    const int64_t x_row_bytes = int64_t(H) * (fp8 ? 1 : 2);
+    const int64_t x_stride_bytes = x_row_bytes + (c.strided ? 64 : 0);
+    const int64_t idx_stride = K + (c.strided ? 3 : 0), weight_stride = K + (c.strided ? 2 : 0);
+    const DType x_dtype = fp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+    data.x = DeviceArray<uint8_t>(padded_rows(
+        fp8 ? static_cast<const void*>(in.x_fp8.data()) : static_cast<const void*>(in.x_bf16.data()), T,
+        x_row_bytes, x_stride_bytes));
+    args.x = TensorView::strided(data.x.data(), x_dtype, {T, H}, {x_stride_bytes / (fp8 ? 1 : 2), 1}, dev);
+    if (fp8) {
         const int words = ref::num_scale_words(H, c.scales);
-        std::vector<uint32_t> scales(in.scales);
-        scales.resize(scales.size() + 1);
-        data.scales = DeviceArray<uint32_t>(scales);
-        args.x_scales = TensorView::contiguous(
-            data.scales.data(), c.scales == ref::ScaleFormat::kUE8M0 ? DType::kInt32 : DType::kFloat32,
-            {T, words}, dev);
+        const DType scale_dtype = c.scales == ref::ScaleFormat::kUE8M0 ? DType::kInt32 : DType::kFloat32;
+        if (c.strided) {
+            const int64_t column = T + 3;
+            std::vector<uint32_t> scales(size_t(column) * words + 1, 0u);
+            for (int t = 0; t < T; ++t)
+                for (int w = 0; w < words; ++w)
+                    scales[size_t(w) * column + t] = in.scales[size_t(t) * words + w];
+            data.scales = DeviceArray<uint32_t>(scales);
+            args.x_scales =
+                TensorView::strided(data.scales.data(), scale_dtype, {T, words}, {1, column}, dev);
+        } else {
+            std::vector<uint32_t> scales(in.scales);
+            scales.resize(scales.size() + 1);
+            data.scales = DeviceArray<uint32_t>(scales);
+            args.x_scales = TensorView::contiguous(data.scales.data(), scale_dtype, {T, words}, dev);
+        }
     }
-    std::vector<int64_t> idx(in.topk_idx);
-    idx.resize(idx.size() + 1);
+    std::vector<int64_t> idx(size_t(T) * idx_stride + 1, -1);
+    for (int t = 0; t < T; ++t)
+        for (int k = 0; k < K; ++k) idx[size_t(t) * idx_stride + k] = in.topk_idx[size_t(t) * K + k];
     data.idx = DeviceArray<int64_t>(idx);
-    args.topk_idx = TensorView::contiguous(data.idx.data(), DType::kInt64, {T, K}, dev);
+    args.topk_idx = TensorView::strided(data.idx.data(), DType::kInt64, {T, K}, {idx_stride, 1}, dev);
     if (c.weights) {
-        std::vector<float> weights(in.topk_weights);
-        weights.resize(weights.size() + 1);
+        std::vector<float> weights(size_t(T) * weight_stride + 1, -1.0f);
+        for (int t = 0; t < T; ++t)
+            for (int k = 0; k < K; ++k)
+                weights[size_t(t) * weight_stride + k] = in.topk_weights[size_t(t) * K + k];
         data.weights = DeviceArray<float>(weights);
-        args.topk_weights = TensorView::contiguous(data.weights.data(), DType::kFloat32, {T, K}, dev);
+        args.topk_weights =
+            TensorView::strided(data.weights.data(), DType::kFloat32, {T, K}, {weight_stride, 1}, dev);
     }
     args.num_experts = experts;
     args.layout = c.layout;
@@ -268,6 +319,10 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
     options.quantize_format = c.quantize_format;
     const ref::DispatchResult expected = ref::dispatch(problem, inputs, options);
     const ref::DispatchOutput& mine = expected.outputs[env.rank];
+    // A cached dispatch of new data with this routing (the backward of combine) against the
+    // reference's fresh dispatch of that data.
+    const auto new_inputs = with_new_data(c, inputs);
+    const ref::DispatchResult expected_new = ref::dispatch(problem, new_inputs, options);
 
     // Rows of the dispatch output on this rank as the device sizes them (worst case in device mode).
     const int L = c.experts_per_rank;
@@ -295,8 +350,10 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
 
     env.communicator->barrier(kHostTimeout);
     {
-        RankData data;
+        RankData data, new_data;
         DispatchArgs args = upload(c, inputs[env.rank], problem.num_experts, data, env.device);
+        const DispatchArgs new_args =
+            upload(c, new_inputs[env.rank], problem.num_experts, new_data, env.device);
         // Combine inputs at the dispatch output's row positions (padding and unused rows zero).
         std::vector<uint8_t> y_raw(size_t(std::max<int64_t>(device_rows, 1)) * c.hidden * 2, 0);
         std::memcpy(y_raw.data(), combine_inputs[env.rank].y.data(), combine_inputs[env.rank].y.size() * 2);
@@ -324,6 +381,10 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
         SY_CUDA_OK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
         check_dispatch(c, mine, cached, R);
+        DispatchResult cached_new = buffer.cached_dispatch(new_args, result.handle, env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
+        check_dispatch(c, expected_new.outputs[env.rank], cached_new, R);
 
         struct Mode {
             bool weighted, hierarchical;
@@ -450,6 +511,20 @@ std::vector<Case> all_cases() {
     one.one_expert = true;
     one.seed = 999;
     cases.push_back(one);
+    // Inputs with padded rows (x, ids, weights) and column-major scales, through every input path:
+    // bf16 rows, fp8 rows with fp32 and UE8M0 scales, and quantization in the kernel.
+    for (int variant = 0; variant < 4; ++variant) {
+        Case c;
+        c.strided = true;
+        c.seed = 500 + variant;
+        c.layout = RecvLayout(variant % 3);
+        c.counts = variant % 2 ? CountMode::kHostSynced : CountMode::kDevice;
+        if (variant == 1) c.payload = ref::Payload::kFP8, c.scales = ref::ScaleFormat::kFloat32;
+        if (variant == 2) c.payload = ref::Payload::kFP8, c.scales = ref::ScaleFormat::kUE8M0, c.hidden = 384;
+        if (variant == 3) c.quantize = true, c.quantize_format = ref::ScaleFormat::kUE8M0;
+        if (c.layout == RecvLayout::kExpertContiguous) c.alignment = 4, c.zero_padding = true;
+        cases.push_back(c);
+    }
     return cases;
 }
 
@@ -503,4 +578,215 @@ SY_TEST(HighThroughput, ManyTokensOnOneSm) {
                             cases.size());
         });
     }
+}
+
+namespace {
+
+// What the tests below share: a two-rank problem, the reference, and this rank's uploaded inputs.
+struct TwoRankDispatch {
+    Case c;
+    ref::Problem problem;
+    std::vector<ref::DispatchInput> inputs;
+    ref::DispatchResult expected;
+    RankData data;
+    DispatchArgs args;
+    TwoRankDispatch(const Case& the_case, const RankEnv& env) : c(the_case) {
+        problem.num_ranks = env.num_ranks;
+        problem.num_experts = env.num_ranks * c.experts_per_rank;
+        problem.hidden = c.hidden;
+        problem.topk = c.topk;
+        problem.max_tokens_per_rank = c.max_tokens;
+        inputs = make_inputs(c, problem);
+        ref::DispatchOptions options;
+        options.layout = ref::Layout(int(c.layout));
+        expected = ref::dispatch(problem, inputs, options);
+        args = upload(c, inputs[env.rank], problem.num_experts, data, env.device);
+    }
+    void check(const RankEnv& env, const DispatchResult& result) const {
+        check_dispatch(c, expected.outputs[env.rank], result, env.num_ranks);
+    }
+};
+
+int gpus_for_two_ranks() {
+    return std::min(2, cuda_device_count());
+}
+
+}  // namespace
+
+// DESIGN.md §8: a peer that never arrives is a TimeoutError that names this rank, the peer and the
+// phase, within the timeout; after reset() on every rank the buffer works again. Dispatch (device
+// counts, then host-synced: the call itself throws) and combine.
+SY_TEST(HighThroughput, PeerThatNeverArrivesIsATimeoutError) {
+    require_gpus(1);
+    run_ranks(2, gpus_for_two_ranks(), [&](RankEnv& env) {
+        BufferConfig config = ht_config();
+        config.timeout_seconds = 1;
+        Buffer buffer(env.communicator, env.device, config);
+        Case c;
+        c.counts = CountMode::kDevice;
+        c.seed = 31;
+        TwoRankDispatch setup(c, env);
+        env.communicator->barrier(kHostTimeout);  // allocations done
+
+        const auto expect_timeout = [&](const std::function<void()>& op, const char* phase,
+                                        const char* what) {
+            const auto start = std::chrono::steady_clock::now();
+            bool thrown = false;
+            try {
+                op();
+            } catch (const TimeoutError& error) {
+                thrown = true;
+                SY_CHECK_MSG(error.rank() == 0 && error.peer() == 1 && error.phase() == phase,
+                             what << ": TimeoutError names rank " << error.rank() << ", peer " << error.peer()
+                                  << ", phase '" << error.phase() << "': " << error.what());
+            }
+            const double seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            SY_CHECK_MSG(thrown, what << ": no TimeoutError");
+            SY_CHECK_MSG(seconds < 5.0, what << ": the error came after " << seconds << " s (timeout 1 s)");
+        };
+        // Rank 1 sits out each op below, then both ranks reset and run a checked dispatch.
+        const auto recover = [&](const char* what) {
+            env.communicator->barrier(kHostTimeout);
+            buffer.reset();
+            DispatchResult result = buffer.dispatch(setup.args, env.stream);
+            buffer.synchronize();
+            setup.check(env, result);
+            if (env.rank == 0) std::printf("  %s: TimeoutError, then a correct dispatch after reset\n", what);
+            return result;
+        };
+
+        if (env.rank == 0)
+            expect_timeout(
+                [&] {
+                    buffer.dispatch(setup.args, env.stream);
+                    buffer.synchronize();
+                },
+                "high-throughput notify", "dispatch (device counts)");
+        recover("dispatch (device counts)");
+
+        DispatchArgs host_synced = setup.args;
+        host_synced.counts = CountMode::kHostSynced;
+        if (env.rank == 0)
+            expect_timeout([&] { buffer.dispatch(host_synced, env.stream); }, "high-throughput notify",
+                           "dispatch (host-synced counts)");
+        DispatchResult dispatched = recover("dispatch (host-synced counts)");
+
+        // Combine: both ranks dispatched above; only rank 0 combines.
+        CombineArgs combine;
+        combine.y = dispatched.recv_x.view();
+        if (env.rank == 0)
+            expect_timeout(
+                [&] {
+                    buffer.combine(combine, dispatched.handle, env.stream);
+                    buffer.synchronize();
+                },
+                "high-throughput combine", "combine");
+        recover("combine");
+        buffer.synchronize();
+    });
+}
+
+// DESIGN.md §2 "Streams": an op given OpOrder::after starts after that event, not after the
+// caller's stream; an asynchronous op leaves the caller's stream free, and its `done` event says
+// when it has finished. Margins of 300 ms make the checks independent of timing noise.
+SY_TEST(HighThroughput, StreamAndEventOrdering) {
+    require_gpus(1);
+    run_ranks(2, gpus_for_two_ranks(), [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, ht_config());
+        Case c;
+        c.counts = CountMode::kDevice;
+        c.seed = 41;
+        TwoRankDispatch setup(c, env);
+        const size_t x_bytes = setup.data.x.size();
+        uint8_t* x_host = nullptr;
+        SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&x_host), x_bytes));
+        const std::vector<uint8_t> x_bytes_now = setup.data.x.download();
+        std::memcpy(x_host, x_bytes_now.data(), x_bytes);
+        const cudaStream_t side = core::acquire_stream(env.device);
+        cudaEvent_t x_ready = nullptr, probe = nullptr;
+        SY_CUDA_OK(cudaEventCreateWithFlags(&x_ready, cudaEventDisableTiming));
+        SY_CUDA_OK(cudaEventCreateWithFlags(&probe, cudaEventDisableTiming));
+        // Combine input: every received row of the worst case, a fixed pattern.
+        const int64_t rows = int64_t(env.num_ranks) * c.max_tokens;
+        std::vector<uint16_t> y_values = make_y(env.rank, rows, c.hidden, c.seed);
+        std::vector<uint8_t> y_raw(y_values.size() * 2);
+        std::memcpy(y_raw.data(), y_values.data(), y_raw.size());
+        DeviceArray<uint8_t> y(y_raw);
+        const int T = setup.inputs[env.rank].num_tokens;
+        env.communicator->barrier(kHostTimeout);  // allocations done on every rank
+        // Warm-up: kernels loaded before any timed step.
+        DispatchResult warm = buffer.dispatch(setup.args, env.stream);
+        buffer.synchronize();
+        setup.check(env, warm);
+        SY_CHECK(warm.done.valid() && warm.done.done());
+        env.communicator->barrier(kHostTimeout);
+
+        // 1. `after`: x is zeroed now and written back on a side stream 300 ms later; the op must
+        //    read the data written back (it would read zeros if it followed the caller's stream).
+        setup.data.x.fill_bytes(0);
+        env.communicator->barrier(kHostTimeout);
+        SY_CUDA_OK(cudaLaunchHostFunc(
+            side, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }, nullptr));
+        SY_CUDA_OK(cudaMemcpyAsync(setup.data.x.data(), x_host, x_bytes, cudaMemcpyHostToDevice, side));
+        SY_CUDA_OK(cudaEventRecord(x_ready, side));
+        DispatchArgs after_args = setup.args;
+        after_args.order.after = x_ready;
+        DispatchResult after = buffer.dispatch(after_args, env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));  // synchronous mode: the stream waited
+        buffer.check_errors();
+        setup.check(env, after);
+        env.communicator->barrier(kHostTimeout);
+
+        // 2. async: rank 1 starts its op 300 ms late, so rank 0's op waits for it; meanwhile rank
+        //    0's stream must run on, and its op must not be done.
+        if (env.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        DispatchArgs async_args = setup.args;
+        async_args.order.async = true;
+        const auto start = std::chrono::steady_clock::now();
+        DispatchResult async_result = buffer.dispatch(async_args, env.stream);
+        if (env.rank == 0) {
+            SY_CUDA_OK(cudaEventRecord(probe, env.stream));
+            SY_CUDA_OK(cudaEventSynchronize(probe));
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+            SY_CHECK_MSG(ms < 200.0, "the caller's stream waited " << ms << " ms for an asynchronous op");
+            SY_CHECK_MSG(!async_result.done.done(), "the op was done before its peer had started");
+        }
+        async_result.done.wait(env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CHECK(async_result.done.done());
+        buffer.check_errors();
+        setup.check(env, async_result);
+
+        // 3. An asynchronous combine, waited for through its event, gives the synchronous one's bytes.
+        CombineArgs combine;
+        combine.y =
+            TensorView::contiguous(y.data(), DType::kBFloat16, {rows, c.hidden}, Device::cuda(env.device));
+        CombineResult sync_combined = buffer.combine(combine, async_result.handle, env.stream);
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
+        std::vector<uint16_t> want(size_t(T) * c.hidden), got(size_t(T) * c.hidden);
+        if (T)
+            SY_CUDA_OK(cudaMemcpy(want.data(), sync_combined.out.view().ptr(), want.size() * 2,
+                                  cudaMemcpyDeviceToHost));
+        combine.order.async = true;
+        CombineResult async_combined = buffer.combine(combine, async_result.handle, env.stream);
+        async_combined.done.wait(env.stream);
+        if (T)
+            SY_CUDA_OK(cudaMemcpyAsync(got.data(), async_combined.out.view().ptr(), got.size() * 2,
+                                       cudaMemcpyDeviceToHost, env.stream));
+        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
+        SY_CHECK_MSG(got == want, "the asynchronous combine's output differs from the synchronous one's");
+        buffer.synchronize();
+        env.communicator->barrier(kHostTimeout);
+        if (env.rank == 0)
+            std::printf("  EP2 on %d GPU(s): after-event, asynchronous dispatch and combine as specified\n",
+                        gpus_for_two_ranks());
+        cudaEventDestroy(x_ready);
+        cudaEventDestroy(probe);
+        core::release_stream(env.device, side);
+        cudaFreeHost(x_host);
+    });
 }

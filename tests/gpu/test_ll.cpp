@@ -3,7 +3,8 @@
 // EP 1/2/4/8: hidden 2048..8192 (incl. 2560, 7168), top-k 1..9, tokens 0, 1, odd and T_ll, all
 // tokens to one expert, -1 slots, fp8 with fp32 or UE8M0 scales and bf16, int32 and int64 ids, the
 // masked and the expert-major contiguous layout (alignments 1, 8, 16, 128; padding rows zeroed
-// or not), hook mode, caller-provided out, zero-copy combine input and the statistics.
+// or not), hook mode, caller-provided out, zero-copy combine input, the statistics, and
+// asynchronous ops (OpOrder::async) waited for through their OpEvents.
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -24,6 +25,7 @@ struct Options {
     bool zero_copy = false;
     bool stats = false;
     bool hierarchical = false;  // weights given to the dispatch, partials per (token, rank)
+    bool async = false;         // OpOrder::async: the stream waits on the ops' `done` events instead
 };
 
 // Per-rank device scratch of the rounds, allocated once before the first op. Nothing may be
@@ -73,11 +75,18 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
         dispatch.wait_time_stats =
             TensorView::contiguous(wait_stats.data(), DType::kInt64, {R}, Device::cuda(env.device));
     }
+    dispatch.order.async = options.async;
     LowLatencyDispatchResult dispatched = buffer.ll_dispatch(dispatch, env.stream);
     SY_CHECK_EQ(bool(dispatched.receive), options.hook);
+    SY_CHECK(dispatched.done.valid());
+    // Asynchronous: the stream did not wait for the op; it does now, through the op's event (the
+    // checks below read the outputs on this stream).
+    if (options.async) dispatched.done.wait(env.stream);
     if (options.hook) {
         poison_dispatch_outputs(dispatched, env.stream);
-        dispatched.receive();
+        const OpEvent received = dispatched.receive();
+        SY_CHECK(received.valid());
+        if (options.async) received.wait(env.stream);
     }
     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
@@ -104,8 +113,13 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
         combine.y = TensorView();
         combine.zero_copy = true;
     }
+    combine.order.async = options.async;
     LowLatencyCombineResult combined = buffer.ll_combine(combine, dispatched.handle, env.stream);
-    if (options.hook) combined.receive();
+    if (options.async) combined.done.wait(env.stream);
+    if (options.hook) {
+        const OpEvent received = combined.receive();
+        if (options.async) received.wait(env.stream);
+    }
     SY_CUDA_OK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
     if (options.caller_out) SY_CHECK(combined.out.view().ptr() == out.data());
@@ -203,7 +217,8 @@ void run_cases(const std::vector<Case>& cases, const std::function<Options(size_
                 const Options options = options_of(i);
                 run_round(buffer, env, scenarios[i], all_inputs[i], scratch, options,
                           rc.name() + " " + describe(cases[i]) + (options.hook ? " hook" : "") +
-                              (options.hierarchical ? " hierarchical" : ""));
+                              (options.hierarchical ? " hierarchical" : "") +
+                              (options.async ? " async" : ""));
             }
         });
     }
@@ -220,6 +235,7 @@ SY_TEST(LowLatency, DispatchCombineMatchReference) {
         options.caller_out = i % 3 == 1;
         options.zero_copy = i % 3 == 2;
         options.stats = i == 0;
+        options.async = i == 2 || i == 3;  // one round without hook, one with
         return options;
     });
 }
