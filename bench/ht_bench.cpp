@@ -386,6 +386,7 @@ int run_ht_bench(int argc, char** argv) {
     meta.emplace_back("tool", JsonValue(std::string("switchyard-bench ht")));
     meta.emplace_back("model_num_sms_dispatch", JsonValue(int64_t(model_sms[0])));
     meta.emplace_back("model_num_sms_combine", JsonValue(int64_t(model_sms[1])));
+    bool model_ok = true;
     for (bool fp8 : options.fp8_runs)
         for (int op = 0; op < 2; ++op) {
             auto& medians = op == 0 ? dispatch_median : combine_median;
@@ -395,11 +396,17 @@ int run_ht_bench(int argc, char** argv) {
                 if (medians[{fp8, sms}] < best) best = medians[{fp8, sms}], best_sms = sms;
             const double at_model = medians[{fp8, model_sms[op]}];
             const std::string key = std::string(op == 0 ? "dispatch_" : "combine_") + (fp8 ? "fp8" : "bf16");
+            const bool within = at_model <= 1.05 * best;
+            model_ok = model_ok && within;
             meta.emplace_back(key + "_best_sms", JsonValue(int64_t(best_sms)));
             meta.emplace_back(key + "_model_over_best", JsonValue(at_model / best));
-            std::printf("  %s: best %d SMs (%.1f us); model's %d SMs: %.1f us (%.3f of best time)\n",
-                        key.c_str(), best_sms, best, model_sms[op], at_model, at_model / best);
+            meta.emplace_back(key + "_model_within_5pct", JsonValue(within));
+            std::printf("  %s: best %d SMs (%.1f us); model's %d SMs: %.1f us (%.3f of best time): %s\n",
+                        key.c_str(), best_sms, best, model_sms[op], at_model, at_model / best,
+                        within ? "PASS (within 5%)" : "FAIL (more than 5% slower)");
         }
+    meta.emplace_back("model_within_5pct", JsonValue(model_ok));
+    std::printf("model check: %s\n", model_ok ? "PASS" : "FAIL");
     print_results_table(records);
     if (!options.out.empty()) {
         write_results_file(options.out, records, JsonValue(meta));
