@@ -71,7 +71,13 @@ device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t lo
 
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms) {
     const jit::Kernel& kernel = cached_ht_dispatch().get(context.device);
-    const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, kMaxDispatchWarps);
+    // SWITCHYARD_HT_DISPATCH_WARPS caps the warps per block (read once per process; an A/B knob).
+    // Fewer warps than the budget allows were no faster where the op is fastest: FP8 116.9-117.4 us
+    // at 16 SMs with 10 or 13 warps, 117.0 at 24 with 8; BF16 191 us either way (2 x H200, EP2,
+    // log ht-dispatch-warps-thirteenth-session).
+    static const int max_warps =
+        core::env_int("SWITCHYARD_HT_DISPATCH_WARPS", kMaxDispatchWarps, 1, kMaxDispatchWarps);
+    const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, max_warps);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);
     config.block[0] = unsigned(32 * warps);
