@@ -247,6 +247,11 @@ void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const Di
         SY_CHECK_MSG(device_rows == rows, c.name() << ": rows " << device_rows << " vs " << rows);
     if (c.counts == CountMode::kHostSynced && c.layout != RecvLayout::kExpertMasked)
         SY_CHECK_EQ(result.host_num_recv_rows, rows);
+    if (c.counts == CountMode::kHostSynced)
+        SY_CHECK_MSG(result.host_num_recv_tokens_per_expert == expected.num_tokens_per_expert,
+                     c.name() << ": host-synced per-expert counts differ");
+    else
+        SY_CHECK(result.host_num_recv_rows == -1 && result.host_num_recv_tokens_per_expert.empty());
     const TensorView& x = result.recv_x.view();
     const int64_t x_stride_bytes = (x.ndim == 3 ? x.strides[1] : x.strides[0]) * int64_t(x.element_size());
     const auto got_x = download_bytes(x, rows, row_bytes, x_stride_bytes);
@@ -389,12 +394,17 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
         struct Mode {
             bool weighted, hierarchical;
             int biases;
+            bool home_weights = false;  // weights given to the combine on the home rank
         };
         std::vector<Mode> modes;
         if (rank_major)
             modes = {{false, false, 0}, {false, false, 2}};
         else
-            modes = {{false, false, 1}, {true, false, 0}, {false, true, 0}, {true, true, 2}};
+            modes = {{false, false, 1},
+                     {true, false, 0},
+                     {false, true, 0},
+                     {true, true, 2},
+                     {true, false, 0, true}};
         for (const Mode& mode : modes) {
             if (mode.weighted && !c.weights) continue;
             const Device dev = Device::cuda(env.device);
@@ -409,6 +419,8 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
             combine.weighted = mode.weighted;
             combine.hierarchical = mode.hierarchical;
             combine.num_sms = c.num_sms;
+            // Home-rank weights: the new data's (not the ones the dispatch carried).
+            if (mode.home_weights) combine.topk_weights = new_args.topk_weights;
             if (mode.biases >= 1)
                 combine.bias0 =
                     TensorView::contiguous(bias_device.data(), DType::kBFloat16, {T, c.hidden}, dev);
@@ -426,6 +438,7 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
                 std::vector<uint16_t> b(size_t(std::max(Ts, 1)) * c.hidden * 2);
                 std::mt19937 rng(c.seed + 17u * s);
                 for (auto& v : b) v = random_bf16(rng);
+                if (mode.home_weights) homes[s].topk_weights = new_inputs[s].topk_weights;
                 if (mode.biases >= 1) homes[s].bias0.assign(b.begin(), b.begin() + size_t(Ts) * c.hidden);
                 if (mode.biases >= 2)
                     homes[s].bias1.assign(
@@ -443,9 +456,9 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
             for (size_t i = 0; i < got.size(); ++i)
                 SY_CHECK_MSG(got[i] == want[env.rank].out[i],
                              c.name() << " combine (weighted " << mode.weighted << ", hierarchical "
-                                      << mode.hierarchical << ", biases " << mode.biases << "): token "
-                                      << i / c.hidden << " channel " << i % c.hidden << ": " << got[i]
-                                      << " vs " << want[env.rank].out[i]);
+                                      << mode.hierarchical << ", biases " << mode.biases << ", home weights "
+                                      << mode.home_weights << "): token " << i / c.hidden << " channel "
+                                      << i % c.hidden << ": " << got[i] << " vs " << want[env.rank].out[i]);
             std::vector<float> got_w(size_t(T) * c.topk);
             if (T)
                 SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(),
@@ -498,8 +511,8 @@ std::vector<Case> all_cases() {
                     c.quantize_format = ref::ScaleFormat::kUE8M0;
                     c.hidden = 640 - 128;
                 }
-                if (layout == RecvLayout::kExpertContiguous) {
-                    c.alignment = payload % 2 ? 4 : 1;
+                if (layout == RecvLayout::kExpertContiguous) {  // alignment 8 without zeroed padding too
+                    c.alignment = payload % 2 ? 4 : (payload == 2 ? 8 : 1);
                     c.zero_padding = payload % 2 == 1;
                 }
                 if (payload == 0 && counts == CountMode::kDevice) c.weights = false;

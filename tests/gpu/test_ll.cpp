@@ -152,13 +152,14 @@ std::vector<Case> main_cases() {
     return cases;
 }
 
-// The contiguous layout with zero_padding: alignments 128 (more padding than rows), 16, 8 and 64,
-// fp8 with fp32 and UE8M0 scales and bf16, a hidden size with a partial scale block, tokens
-// 0 / 1 / odd / T_ll, all tokens to one expert, no tokens anywhere.
+// The contiguous layout with zero_padding: alignments 128 (more padding than rows), 16, 8, 64 and
+// 32, top-k 7, 9, 1, 6, 3 and 5 (5 to 7 run nowhere else), fp8 with fp32 and UE8M0 scales and
+// bf16, a hidden size with a partial scale block, tokens 0 / 1 / odd / T_ll, all tokens to one
+// expert, no tokens anywhere.
 std::vector<Case> zero_padding_cases() {
     std::vector<Case> cases;
-    Case a;  // DeepSeek-like hidden, fp32 scales
-    a.hidden = 7168, a.topk = 8, a.experts = 32, a.seed = 51, a.contiguous_alignment = 128;
+    Case a;  // DeepSeek-like hidden, fp32 scales, top-7
+    a.hidden = 7168, a.topk = 7, a.experts = 32, a.seed = 51, a.contiguous_alignment = 128;
     cases.push_back(a);
     Case b;  // UE8M0, top-9, int32 ids, uneven tokens
     b.hidden = 2560, b.topk = 9, b.experts = 32, b.format = ScaleFormat::kUE8M0, b.index_int64 = false,
@@ -168,13 +169,17 @@ std::vector<Case> zero_padding_cases() {
     c.hidden = 2048, c.topk = 1, c.experts = 16, c.use_fp8 = false, c.tokens = {32, 5, 0, 1}, c.seed = 53,
     c.contiguous_alignment = 8;
     cases.push_back(c);
-    Case d;  // all tokens to one expert; 17 fp32 scale words (a partial block)
-    d.hidden = 2064, d.topk = 4, d.experts = 32, d.routing = Routing::kOneExpert, d.seed = 54,
+    Case d;  // all tokens to one expert; 17 fp32 scale words (a partial block); top-6
+    d.hidden = 2064, d.topk = 6, d.experts = 32, d.routing = Routing::kOneExpert, d.seed = 54,
     d.contiguous_alignment = 64;
     cases.push_back(d);
     Case e;  // no tokens anywhere: no rows, no padding
     e.hidden = 2048, e.topk = 3, e.experts = 16, e.tokens = {0}, e.seed = 55, e.contiguous_alignment = 16;
     cases.push_back(e);
+    Case f;  // top-5, UE8M0
+    f.hidden = 4096, f.topk = 5, f.experts = 16, f.format = ScaleFormat::kUE8M0, f.seed = 56,
+    f.contiguous_alignment = 32;
+    cases.push_back(f);
     for (Case& z : cases) z.zero_padding = true;
     return cases;
 }
