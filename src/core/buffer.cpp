@@ -139,15 +139,13 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     impl.outputs = std::make_unique<core::OutputMemory>(device);
     impl.outputs->reserve(largest_op_output_bytes(config, impl.communicator->size()));
     {
-        // Worst case of the layout kernel's [chunks][E + R] counts (T_max tokens at the largest
-        // top-k), its chunk flags and epoch word (zero at creation and after reset()).
+        // Worst case of the layout kernel's [chunks][E + R] tagged totals (T_max tokens at the
+        // largest top-k) and its epoch word (zero at creation and after reset()).
         device::LayoutScratch& scratch = impl.layout_scratch;
         scratch.max_chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);
-        scratch.count_ints = int64_t(scratch.max_chunks) * (config.max_experts + impl.communicator->size());
-        SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.counts),
-                                 sizeof(int32_t) * static_cast<size_t>(scratch.count_ints)));
-        SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.flags), scratch.flag_bytes()));
-        SY_CUDA_CHECK(cudaMemset(scratch.flags, 0, scratch.flag_bytes()));
+        scratch.total_words = int64_t(scratch.max_chunks) * (config.max_experts + impl.communicator->size());
+        SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
+        SY_CUDA_CHECK(cudaMemset(scratch.words, 0, scratch.bytes()));
     }
     impl.memory =
         std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
@@ -213,8 +211,7 @@ Buffer::~Buffer() {
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.ll_trace_host) cudaFreeHost(impl.ll_trace_host);
     if (impl.ht_trace_host) cudaFreeHost(impl.ht_trace_host);
-    if (impl.layout_scratch.counts) cudaFree(impl.layout_scratch.counts);
-    if (impl.layout_scratch.flags) cudaFree(impl.layout_scratch.flags);
+    if (impl.layout_scratch.words) cudaFree(impl.layout_scratch.words);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);
 }
@@ -336,8 +333,8 @@ void Buffer::reset() {
     impl.communicator->barrier(impl.recovery_timeout());
     SY_CUDA_CHECK(
         cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
-    // A layout kernel cut short may have left chunk flags ahead of the epoch word.
-    SY_CUDA_CHECK(cudaMemset(impl.layout_scratch.flags, 0, impl.layout_scratch.flag_bytes()));
+    // A layout kernel cut short may have left totals tagged with an epoch the epoch word never reached.
+    SY_CUDA_CHECK(cudaMemset(impl.layout_scratch.words, 0, impl.layout_scratch.bytes()));
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     impl.errors->clear();
     impl.communicator->barrier(impl.timeout());

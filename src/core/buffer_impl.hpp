@@ -31,7 +31,7 @@ struct Buffer::Impl {
     std::unique_ptr<comm::SymmetricMemory> memory;
     std::unique_ptr<core::ErrorState> errors;
     std::unique_ptr<core::OutputMemory> outputs;  // this rank's own pool (see output_memory.hpp)
-    device::LayoutScratch layout_scratch{};       // the layout kernel's per-chunk counts and flags
+    device::LayoutScratch layout_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     std::shared_ptr<core::EventPool> events = std::make_shared<core::EventPool>();  // the ops' OpEvents

@@ -30,7 +30,7 @@ struct LaunchContext {
     // kernel could otherwise find its SMs held by this rank's waiting blocks.
     bool chain_kernels = false;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
-    device::LayoutScratch layout_scratch{};       // the layout kernel's per-chunk counts and flags
+    device::LayoutScratch layout_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
 };
 
 // Cross-rank barrier kernel (one block).

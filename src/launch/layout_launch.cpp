@@ -34,13 +34,12 @@ void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs arg
     // The buffer's own scratch (sized for its capacities at creation): no allocation per call, and
     // it outlives any graph that captures this launch.
     const int64_t needed = int64_t(args.num_chunks) * (args.num_experts + args.num_ranks);
-    if (needed > scratch.count_ints || args.num_chunks > scratch.max_chunks)
+    if (needed > scratch.total_words || args.num_chunks > scratch.max_chunks)
         throw InvalidArgument("switchyard: dispatch layout needs " + std::to_string(needed) +
-                              " scratch ints but the buffer has " + std::to_string(scratch.count_ints) +
+                              " scratch words but the buffer has " + std::to_string(scratch.total_words) +
                               " (tokens, top-k or experts beyond the buffer's capacities)");
-    args.chunk_counts = scratch.counts;
-    args.chunk_flags = scratch.flags;
-    args.max_chunks = scratch.max_chunks;
+    args.chunk_totals = scratch.words;
+    args.epoch_word = scratch.epoch();
     args.histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks) ? 1 : 0;
 
     jit::LaunchConfig config;

@@ -803,3 +803,57 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         cudaFreeHost(x_host);
     });
 }
+
+// An expert id out of range on one rank's GPU (so no host check sees it), in the first of its three
+// layout chunks: that rank's op ends with InvalidArgument and announces nothing, so its peer's op
+// ends with a TimeoutError in the counts exchange (not later, with data never sent); then reset()
+// and a correct dispatch. The id's chunk is not the one whose block announces: the layout kernel
+// must carry "invalid" from chunk to chunk.
+SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
+    require_gpus(1);
+    run_ranks(2, gpus_for_two_ranks(), [&](RankEnv& env) {
+        BufferConfig config = ht_config(640);
+        config.timeout_seconds = 1;
+        Buffer buffer(env.communicator, env.device, config);
+        Case c;
+        c.max_tokens = 640;
+        c.counts = CountMode::kDevice;
+        c.seed = 61;
+        TwoRankDispatch setup(c, env);
+        RankData bad_data;
+        DispatchArgs bad_args = setup.args;
+        if (env.rank == 0) {
+            ref::DispatchInput bad = setup.inputs[0];
+            bad.topk_idx[size_t(3) * c.topk + 1] = setup.problem.num_experts + 5;
+            bad_args = upload(c, bad, setup.problem.num_experts, bad_data, env.device);
+        }
+        env.communicator->barrier(kHostTimeout);  // allocations done
+
+        std::string outcome = "no error";
+        try {
+            buffer.dispatch(bad_args, env.stream);
+            buffer.synchronize();
+        } catch (const InvalidArgument& error) {
+            outcome = std::string("InvalidArgument: ") + error.what();
+        } catch (const TimeoutError& error) {
+            outcome =
+                "TimeoutError, peer " + std::to_string(error.peer()) + ", phase '" + error.phase() + "'";
+        }
+        if (env.rank == 0)
+            SY_CHECK_MSG(outcome.rfind("InvalidArgument", 0) == 0, "rank 0 (the invalid id): " << outcome);
+        else
+            SY_CHECK_MSG(outcome == "TimeoutError, peer 0, phase 'high-throughput notify'",
+                         "rank 1: " << outcome);
+
+        env.communicator->barrier(kHostTimeout);
+        buffer.reset();
+        DispatchResult result = buffer.dispatch(setup.args, env.stream);
+        buffer.synchronize();
+        setup.check(env, result);
+        if (env.rank == 0)
+            std::printf(
+                "  EP2 on %d GPU(s): InvalidArgument on the rank with the bad id, TimeoutError in the "
+                "counts exchange on its peer, then a correct dispatch after reset\n",
+                gpus_for_two_ranks());
+    });
+}

@@ -93,6 +93,12 @@ SY_DEVICE uint32_t ld_relaxed_gpu(const uint32_t* address) {
     return value;
 }
 
+SY_DEVICE uint64_t ld_relaxed_gpu(const uint64_t* address) {
+    uint64_t value;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
+    return value;
+}
+
 SY_DEVICE void st_release_sys(uint64_t* address, uint64_t value) {
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
@@ -110,6 +116,10 @@ SY_DEVICE void st_relaxed_sys(uint64_t* address, uint64_t value) {
 
 SY_DEVICE void st_relaxed_gpu(uint32_t* address, uint32_t value) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+}
+
+SY_DEVICE void st_relaxed_gpu(uint64_t* address, uint64_t value) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
 // Without ordering of its own: after fence_acq_rel_sys it completes a release pattern, so one

@@ -8,19 +8,22 @@
 //   count    ranks each entry within its warp (a match mask) and counts per warp, expert and
 //            rank; an exclusive prefix over the warps gives each entry's rank inside the chunk
 //            and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
-//   publish  writes the chunk's totals to a [chunks][E + R] scratch and raises the chunk's flag
-//            to this op's epoch;
-//   look back  waits for the flags of all earlier chunks (a cooperative grid: every block is
-//            resident, and each publishes a chunk before it waits for earlier ones, so the
-//            earliest unpublished chunk can always publish) and sums their totals: the chunk's
-//            starting offsets; then writes slots and positions.
+//   publish  writes the chunk's totals to a [chunks][E + R] scratch, each total in a 64-bit word
+//            tagged with this op's epoch (and a bit for a chunk with invalid ids): a reader that
+//            sees the tag has the total, so no fence or flag orders them;
+//   look back  loads every earlier chunk's totals, waiting on each word until it carries this
+//            op's tag (a cooperative grid: every block is resident, and each publishes a chunk
+//            before it waits for earlier ones, so the earliest unpublished chunk can always
+//            publish), and sums them: the chunk's starting offsets; then writes slots and positions.
 // The block of the last chunk writes the totals and advances the epoch once every block has
 // published (so every block has read the old epoch); for an HT dispatch it also sends the op's
 // counts notify to every peer right then (common/counts_notify.cuh), instead of the dispatch
-// kernel after this grid ends. Beyond kLayoutHistogramColumns columns the per-warp counts do not
-// fit in shared memory and warps instead take turns in entry order.
-// History: one block walking the tokens took ~300 us at 4,096 tokens; a count kernel and a write
-// kernel (warps taking turns) took ~6.5 + 13.8 us (ncu, H200), and a kernel boundary.
+// kernel after this grid ends, unless a chunk had invalid ids or the buffer is poisoned.
+// History of the publish: a chunk flag raised after the totals behind per-thread fences, a block
+// barrier and a release cost two fences and a flag round trip on every chunk's path. Beyond
+// kLayoutHistogramColumns columns the per-warp counts do not fit in shared memory and warps instead take
+// turns in entry order. History: one block walking the tokens took ~300 us at 4,096 tokens; a count kernel
+// and a write kernel (warps taking turns) took ~6.5 + 13.8 us (ncu, H200), and a kernel boundary.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -47,10 +50,9 @@ struct LayoutArgs {
     int32_t* topk_copy;         // [T, K] int32 copy of topk_idx (ids out of range become -1), may be null
     const float* topk_weights;  // [T, K] with row stride weights_row_stride, copied when non-null
     int64_t weights_row_stride;
-    float* weights_copy;    // [T, K] contiguous
-    int32_t* chunk_counts;  // scratch [num_chunks][E + R]
-    uint64_t* chunk_flags;  // scratch [num_chunks] flags, then the epoch word (zeroed at creation)
-    int32_t max_chunks;     // where the epoch word is: chunk_flags[max_chunks]
+    float* weights_copy;     // [T, K] contiguous
+    uint64_t* chunk_totals;  // scratch [num_chunks][E + R] tagged words (layout_total_word)
+    uint64_t* epoch_word;    // this buffer's layout ops so far (zeroed at creation and by reset)
     int32_t num_chunks;
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
     int32_t histogram;         // per-warp counts in shared memory (else warps take turns)
@@ -61,14 +63,29 @@ struct LayoutArgs {
 
 constexpr int kLayoutThreads = 1024;
 
-// A buffer's scratch for the layout kernel, sized at creation for its largest op.
+// A buffer's scratch for the layout kernel, sized at creation for its largest op: the chunks'
+// tagged totals, then the epoch word. Zeroed at creation and by reset() (a layout kernel cut short
+// may have left totals tagged with an epoch the epoch word never reached).
 struct LayoutScratch {
-    int32_t* counts = nullptr;  // [max_chunks][E + R]
-    int64_t count_ints = 0;
-    uint64_t* flags = nullptr;  // [max_chunks] chunk flags, then the epoch word
+    uint64_t* words = nullptr;  // [total_words] tagged totals, then the epoch word
+    int64_t total_words = 0;    // max_chunks * (max_experts + R)
     int32_t max_chunks = 0;
-    SY_HOST_DEVICE size_t flag_bytes() const { return sizeof(uint64_t) * (size_t(max_chunks) + 1); }
+    SY_HOST_DEVICE uint64_t* epoch() const { return words + total_words; }
+    SY_HOST_DEVICE size_t bytes() const { return sizeof(uint64_t) * (size_t(total_words) + 1); }
 };
+
+// A chunk's total in the scratch: the op's epoch (low 32 bits) in the high half, then a bit for a
+// chunk that had invalid expert ids, then the count (at most kLayoutThreads).
+constexpr uint64_t kLayoutInvalidBit = 1ull << 31;
+SY_HOST_DEVICE uint64_t layout_total_word(uint64_t epoch, int32_t total, bool invalid) {
+    return (epoch << 32) | (invalid ? kLayoutInvalidBit : 0ull) | uint64_t(uint32_t(total));
+}
+SY_HOST_DEVICE bool layout_word_of_epoch(uint64_t word, uint64_t epoch) {
+    return uint32_t(word >> 32) == uint32_t(epoch);
+}
+SY_HOST_DEVICE int32_t layout_word_total(uint64_t word) {
+    return int32_t(word & 0x7fffffffu);
+}
 
 // Tokens per block: one thread per (token, k) entry.
 SY_HOST_DEVICE int32_t layout_tokens_per_chunk(int32_t topk) {
@@ -117,14 +134,16 @@ SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args, int chunk) {
 
 // Loads this thread's expert id (-1 if none or invalid) into ids[threadIdx.x], reports invalid
 // ids, copies the id (and weight) out, and marks whether it leads the token's entries for its
-// destination rank.
+// destination rank. Returns, in every thread, whether any id of the chunk was invalid.
 template <typename IndexT>
-SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
+SY_DEVICE bool stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
     int32_t id = -1;
+    bool invalid = false;
     if (entry.in_chunk) {
         const int64_t raw = int64_t(
             static_cast<const IndexT*>(args.topk_idx)[int64_t(entry.token) * args.topk_row_stride + entry.k]);
-        if (raw < -1 || raw >= args.num_experts)
+        invalid = raw < -1 || raw >= args.num_experts;
+        if (invalid)
             report_error(args.diagnostics, kErrorInvalidRouting, kPhaseLayout, -1, uint64_t(args.num_experts),
                          uint64_t(raw), 0, entry_details(entry.token, entry.k));
         else
@@ -136,7 +155,7 @@ SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int
                 args.topk_weights[int64_t(entry.token) * args.weights_row_stride + entry.k];
     }
     ids[threadIdx.x] = id;
-    __syncthreads();
+    const bool chunk_invalid = __syncthreads_or(invalid) != 0;
     int32_t lead = 0;
     if (id >= 0) {
         const int experts_per_rank = args.num_experts / args.num_ranks;
@@ -146,6 +165,7 @@ SY_DEVICE void stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int
             if (ids[j] >= 0 && ids[j] / experts_per_rank == rank) lead = 0;
     }
     leads[threadIdx.x] = lead;
+    return chunk_invalid;
 }
 
 // totals[c] = the chunk's entries of column c (experts, then ranks); each counted entry gets its
@@ -198,38 +218,60 @@ SY_DEVICE void count_chunk(const LayoutArgs& args, int columns, int num_entries,
     }
 }
 
-// starts[c] = sum of chunk_counts[p][c] over the chunks p < chunk (all published). Columns are
-// spread over the threads, and with few columns each column's chunks over several threads.
-SY_DEVICE void sum_earlier_chunks(const LayoutArgs& args, int columns, int chunk, int32_t* starts,
-                                  int32_t* partial) {
+// starts[c] = sum of the totals of column c over the chunks p < chunk, each word waited for until
+// it carries this op's epoch. Columns are spread over the threads, and with few columns each
+// column's chunks over several threads. Returns false in a thread whose wait timed out (reported);
+// `invalid` gets whether any of its words came from a chunk with invalid ids.
+SY_DEVICE bool sum_earlier_chunks(const LayoutArgs& args, int columns, int chunk, uint64_t epoch,
+                                  int32_t* starts, int32_t* partial, bool& invalid) {
     const int parts = max(1, int(blockDim.x) / columns);
+    bool ok = true;
+    invalid = false;
     for (int i = threadIdx.x; i < columns * parts; i += blockDim.x) {
         const int column = i % columns, part = i / columns;
         int32_t running = 0;
-        // Sixteen chunks' counts in flight at once: at 4,096 tokens (32 chunks of 128 tokens, top-8)
-        // and 264 columns (three parts per column) that is one round trip per thread, where eight
-        // took two on the last chunk's path.
-        constexpr int kBatch = 16;
+        // Twelve chunks' totals in flight at once: at 4,096 tokens (32 chunks of 128 tokens, top-8)
+        // and 264 columns (three parts per column, 36 chunks' reach) that is one round trip per
+        // thread on the last chunk's path. (Sixteen 64-bit words spill at 64 registers.)
+        constexpr int kBatch = 12;
         for (int first = part * kBatch; first < chunk; first += parts * kBatch) {
-            int32_t counts[kBatch];
+            uint64_t words[kBatch];
 #pragma unroll
             for (int j = 0; j < kBatch; ++j)
-                counts[j] = first + j < chunk ? args.chunk_counts[int64_t(first + j) * columns + column] : 0;
+                words[j] =
+                    first + j < chunk
+                        ? ptx::ld_relaxed_gpu(args.chunk_totals + int64_t(first + j) * columns + column)
+                        : layout_total_word(epoch, 0, false);
 #pragma unroll
-            for (int j = 0; j < kBatch; ++j) running += counts[j];
+            for (int j = 0; j < kBatch; ++j) {
+                uint64_t word = words[j];
+                // Not yet published (the word still carries an earlier op's epoch): wait for it.
+                if (!layout_word_of_epoch(word, epoch) &&
+                    !wait_until<SignalScope::kGpu>(
+                        args.chunk_totals + int64_t(first + j) * columns + column,
+                        [epoch, &word](uint64_t seen) {
+                            word = seen;
+                            return layout_word_of_epoch(seen, epoch);
+                        },
+                        args.diagnostics, kPhaseLayout, -1, epoch))
+                    ok = false;
+                running += layout_word_total(word);
+                invalid = invalid || (word & kLayoutInvalidBit) != 0;
+            }
         }
         if (parts == 1)
             starts[column] = running;
         else
             partial[i] = running;
     }
-    if (parts == 1) return;
+    if (parts == 1) return ok;
     __syncthreads();
     for (int column = threadIdx.x; column < columns; column += blockDim.x) {
         int32_t running = 0;
         for (int part = 0; part < parts; ++part) running += partial[part * columns + column];
         starts[column] = running;
     }
+    return ok;
 }
 
 }  // namespace layout_detail
@@ -246,22 +288,16 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     int32_t* partial = leads + kLayoutThreads;
     int32_t* warp_counts = partial + kLayoutThreads;  // [32][columns] (histogram)
     const int experts_per_rank = args.num_experts / args.num_ranks;
-    uint64_t* epoch_word = args.chunk_flags + args.max_chunks;
     __shared__ uint64_t epoch;
-    __shared__ int ok;
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
     if (threadIdx.x == 0)
         ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutStart, true);
     // Thread 0 reads the epoch now, before this block publishes (the epoch cannot advance until
     // every block has), but waits for the load only at its first publish: a barrier here would put
-    // the load's round trip before the routing's own loads. (`ok` is read only after the chunk's
-    // first barrier.)
+    // the load's round trip before the routing's own loads.
     uint64_t old_epoch = 0;
-    if (threadIdx.x == 0) {
-        old_epoch = *reinterpret_cast<volatile uint64_t*>(epoch_word);
-        ok = 1;
-    }
+    if (threadIdx.x == 0) old_epoch = *reinterpret_cast<volatile uint64_t*>(args.epoch_word);
 
     for (int chunk = blockIdx.x; chunk < args.num_chunks; chunk += gridDim.x) {
         const layout_detail::LayoutEntry entry = layout_detail::entry_of(args, chunk);
@@ -272,7 +308,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
             args.token_rank_slot[cell] = -1;
             if (args.token_in_rank) args.token_in_rank[cell] = 0;
         }
-        layout_detail::stage_entry<IndexT>(args, entry, ids, leads);
+        const bool chunk_invalid = layout_detail::stage_entry<IndexT>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
         if (threadIdx.x == 0)
             ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLoaded);
@@ -282,45 +318,36 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         int32_t expert_pos = -1, rank_slot = -1;
         layout_detail::count_chunk(args, columns, entry.num_entries, id, rank, lead, totals, warp_counts,
                                    expert_pos, rank_slot);
+        if (threadIdx.x == 0) epoch = old_epoch + 1;
         __syncthreads();
 
-        // publish: the totals, then (after every writer's fence and the barrier) the flag.
+        // publish: the totals, tagged (no fence: a reader waits for the tag on each word).
         for (int column = threadIdx.x; column < columns; column += blockDim.x)
-            args.chunk_counts[int64_t(chunk) * columns + column] = totals[column];
-        // Only this grid reads the flags and totals: GPU scope (a system-scope release would
-        // also wait for this thread's writes to be visible to peers and the host).
-        if (threadIdx.x == 0) epoch = old_epoch + 1;  // the look back reads it after the barrier
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            __threadfence();
-            ptx::st_release_gpu(args.chunk_flags + chunk, epoch);
-        }
+            ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
+                                layout_total_word(epoch, totals[column], chunk_invalid));
         if (threadIdx.x == 0)
             ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutPublished);
 
-        // look back: every earlier chunk's totals (their blocks are resident and publish first).
-        for (int p = threadIdx.x; p < chunk; p += blockDim.x)
-            if (!wait_at_least<SignalScope::kGpu>(args.chunk_flags + p, epoch, args.diagnostics, kPhaseLayout,
-                                                  -1))
-                ok = 0;
-        __syncthreads();
-        if (!ok) return;
-        if (threadIdx.x == 0)
-            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLookedBack);
         // The notify's poison check and op sequence (below) are loaded now, beside the earlier
-        // chunks' totals: an invalid id reported by any chunk is seen here, since its block
-        // published after the report and the look back acquired that.
+        // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
+        // the poison word covers a buffer poisoned before this op.
         __shared__ int announce;
         __shared__ uint64_t notify_sequence;
-        if (threadIdx.x == 0 && chunk == args.num_chunks - 1) {
+        const bool last_chunk = chunk == args.num_chunks - 1;
+        if (threadIdx.x == 0 && last_chunk) {
             const bool notifies = args.notify.peer_bases != nullptr;
             notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
             announce = notifies && !is_poisoned(args.diagnostics);
         }
-        layout_detail::sum_earlier_chunks(args, columns, chunk, starts, partial);
-        __syncthreads();
-        if (chunk == args.num_chunks - 1) {
+        // look back: every earlier chunk's totals (their blocks are resident and publish first).
+        bool earlier_invalid = false;
+        const bool looked_back =
+            layout_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
+        if (!__syncthreads_and(looked_back)) return;
+        const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
+        if (threadIdx.x == 0)
+            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLookedBack);
+        if (last_chunk) {
             for (int column = threadIdx.x; column < columns; column += blockDim.x) {
                 const int32_t total = starts[column] + totals[column];
                 if (column < args.num_experts)
@@ -329,8 +356,8 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
                     args.num_tokens_per_rank[column - args.num_experts] = total;
             }
             // Every block has published a chunk, so every block has read the old epoch.
-            if (threadIdx.x == 0) *epoch_word = epoch;
-            if (announce) {  // a poisoned buffer announces nothing
+            if (threadIdx.x == 0) *args.epoch_word = epoch;
+            if (announce && !any_invalid) {  // a poisoned buffer or invalid routing announces nothing
                 ht_notify_peers(
                     args.notify, notify_sequence,
                     [&](int32_t rank) {
