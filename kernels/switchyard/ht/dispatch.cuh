@@ -77,13 +77,16 @@ SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagn
     return false;
 }
 
-// Every block: wait for every word of all peers' entries; returns false (in every thread) on
-// timeout. Also fills `dest_offset` [R] (shared, zeroed by the caller before a block barrier):
-// the rows that sources before this rank send to each rank q, where this rank's rows start at q.
-// They are summed from the words as they arrive (integer adds, so the order does not matter):
-// reading them again after the wait cost every block one more round trip before its first row.
+// Every block: wait for every word of all peers' entries; returns false on timeout. Also fills
+// `dest_offset` [R] (shared): the rows that sources before this rank send to each rank q, where
+// this rank's rows start at q. They are summed from the words as they arrive (integer adds, so
+// the order does not matter): reading them again after the wait cost every block one more round
+// trip before its first row.
 SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* dest_offset) {
-    bool all_arrived = true;
+    __shared__ int ok;
+    if (threadIdx.x == 0) ok = 1;
+    for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) dest_offset[q] = 0;
+    __syncthreads();
     const int words = HtNotifyView::num_words(c.num_ranks, c.local_experts);
     for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
         const int source = i / words, word = i % words;
@@ -93,12 +96,13 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* de
                                                            kPhaseHtNotify, source, peer_details(c, source))
                                        : wait_for_tag(entry.words + word, sequence, c.diagnostics, source,
                                                       peer_details(c, source), value);
-        all_arrived = all_arrived && arrived;
+        if (!arrived) ok = 0;
         const bool rows_to_rank = word >= 1 && word < 1 + c.num_ranks;
         if (arrived && rows_to_rank && source < c.rank)
             atomicAdd(dest_offset + word - 1, HtNotifyView::count_of(value));
     }
-    return __syncthreads_and(all_arrived) != 0;
+    __syncthreads();
+    return ok != 0;
 }
 
 // Rows of local expert `e` that sources 0..R-1 send here, eight sources' loads in flight at once.
@@ -399,7 +403,6 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     // thread must take the same branch.
     __shared__ int announce;
     if (threadIdx.x == 0) announce = blockIdx.x == 0 && !args.counts_notified && !is_poisoned(c.diagnostics);
-    for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x) dest_offset[q] = 0;  // for wait_for_counts
     __syncthreads();
     if (announce) ht_detail::notify_peers(args, sequence);
     if (announce && threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchNotified);
