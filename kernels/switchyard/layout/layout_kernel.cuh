@@ -188,21 +188,14 @@ SY_DEVICE void count_chunk(const LayoutArgs& args, int columns, int num_entries,
         if (expert_leader) warp_counts[warp * columns + expert_column] = __popc(same_expert);
         if (rank_leader) warp_counts[warp * columns + rank_column] = __popc(same_rank);
         __syncthreads();
-        // Exclusive prefix over the warps, in place; the sum is the chunk's total. Each round loads
-        // sixteen warps' counts before it stores any: a load after a store to the same array would
-        // wait for it (the compiler cannot tell the addresses apart), one shared round trip per warp.
+        // Exclusive prefix over the warps, in place; the sum is the chunk's total.
         for (int column = threadIdx.x; column < columns; column += blockDim.x) {
             int32_t running = 0;
-            constexpr int kRound = 16;
-            for (int first = 0; first < kLayoutWarps; first += kRound) {
-                int32_t counts[kRound];
-#pragma unroll
-                for (int j = 0; j < kRound; ++j) counts[j] = warp_counts[(first + j) * columns + column];
-#pragma unroll
-                for (int j = 0; j < kRound; ++j) {
-                    warp_counts[(first + j) * columns + column] = running;
-                    running += counts[j];
-                }
+#pragma unroll 8
+            for (int w = 0; w < kLayoutWarps; ++w) {
+                const int32_t count = warp_counts[w * columns + column];
+                warp_counts[w * columns + column] = running;
+                running += count;
             }
             totals[column] = running;
         }
