@@ -541,7 +541,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         static const bool entry_handshake = core::env_flag("SWITCHYARD_HT_COMBINE_ENTRY");
         combine.entry_handshake = entry_handshake ? 1 : 0;
         // The last chunks to arrive are reduced by many warps at once (ht/combine.cuh,
-        // reduce_claimed_items); SWITCHYARD_HT_COMBINE_SPLIT_TAIL=0 reduces them whole (an A/B knob).
+        // reduce_items); SWITCHYARD_HT_COMBINE_SPLIT_TAIL=0 reduces them whole (an A/B knob).
         static const bool split_tail = core::env_flag("SWITCHYARD_HT_COMBINE_SPLIT_TAIL", true);
         combine.split_tail = split_tail ? 1 : 0;
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);

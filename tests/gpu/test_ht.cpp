@@ -63,6 +63,17 @@ uint16_t random_bf16(std::mt19937& rng) {
     return ref::float_to_bf16(value);
 }
 
+// The reference's problem for a case on `ranks` ranks.
+ref::Problem make_problem(const Case& c, int ranks) {
+    ref::Problem problem;
+    problem.num_ranks = ranks;
+    problem.num_experts = ranks * c.experts_per_rank;
+    problem.hidden = c.hidden;
+    problem.topk = c.topk;
+    problem.max_tokens_per_rank = c.max_tokens;
+    return problem;
+}
+
 // x (and its scales) and the top-k weights of `in`, from `rng`: a dispatch's data apart from its
 // routing (a cached dispatch sends new data with the same routing).
 void fill_data(const Case& c, ref::DispatchInput& in, std::mt19937& rng) {
@@ -309,12 +320,7 @@ std::vector<uint16_t> make_y(int q, int64_t rows, int hidden, uint32_t seed) {
 
 void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
     const int R = env.num_ranks;
-    ref::Problem problem;
-    problem.num_ranks = R;
-    problem.num_experts = R * c.experts_per_rank;
-    problem.hidden = c.hidden;
-    problem.topk = c.topk;
-    problem.max_tokens_per_rank = c.max_tokens;
+    const ref::Problem problem = make_problem(c, R);
     const auto inputs = make_inputs(c, problem);
     ref::DispatchOptions options;
     options.layout = ref::Layout(int(c.layout));
@@ -603,13 +609,8 @@ struct TwoRankDispatch {
     ref::DispatchResult expected;
     RankData data;
     DispatchArgs args;
-    TwoRankDispatch(const Case& the_case, const RankEnv& env) : c(the_case) {
-        problem.num_ranks = env.num_ranks;
-        problem.num_experts = env.num_ranks * c.experts_per_rank;
-        problem.hidden = c.hidden;
-        problem.topk = c.topk;
-        problem.max_tokens_per_rank = c.max_tokens;
-        inputs = make_inputs(c, problem);
+    TwoRankDispatch(const Case& the_case, const RankEnv& env)
+        : c(the_case), problem(make_problem(c, env.num_ranks)), inputs(make_inputs(c, problem)) {
         ref::DispatchOptions options;
         options.layout = ref::Layout(int(c.layout));
         expected = ref::dispatch(problem, inputs, options);
