@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::comm {
@@ -36,7 +36,7 @@ void enable_peer_access(int device, int peer_device) {
         (void)cudaGetLastError();  // clear the sticky-free error state
         return;
     }
-    core::cuda_check(status, "cudaDeviceEnablePeerAccess");
+    util::cuda_check(status, "cudaDeviceEnablePeerAccess");
 }
 
 }  // namespace

@@ -10,16 +10,16 @@
 
 #include "comm/symmetric_memory.hpp"
 #include "comm/topology.hpp"
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 #include "core/error_state.hpp"
-#include "core/mapped_host.hpp"
+#include "util/mapped_host.hpp"
 #include "core/stream_pool.hpp"
 #include "core/validation.hpp"
 #include "core/buffer_impl.hpp"
 #include "launch/ht_launch.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/ll/dispatch.cuh"
-#include "core/env_flag.hpp"
+#include "util/env_flag.hpp"
 
 namespace switchyard {
 namespace {
@@ -141,7 +141,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     {
         // Worst case of the layout kernel's [chunks][E + R] tagged totals (T_max tokens at the
         // largest top-k) and its epoch word (zero at creation and after reset()).
-        device::LayoutScratch& scratch = impl.layout_scratch;
+        device::RoutingScratch& scratch = impl.routing_scratch;
         scratch.max_chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);
         scratch.total_words = int64_t(scratch.max_chunks) * (config.max_experts + impl.communicator->size());
         SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
@@ -157,7 +157,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
     // SWITCHYARD_NO_PDL=1 turns the chaining off (an A/B knob, read once per process).
-    static const bool pdl_disabled = core::env_flag("SWITCHYARD_NO_PDL");
+    static const bool pdl_disabled = util::env_flag("SWITCHYARD_NO_PDL");
     impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1 && !pdl_disabled;
     impl.device_sms = num_sms;
     if (config.enable_low_latency) {
@@ -176,7 +176,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
                                   std::to_string(shared_limit) + "; lower one of them");
     }
     {
-        const auto counts = core::allocate_mapped_host<int32_t>(
+        const auto counts = util::allocate_mapped_host<int32_t>(
             3 + static_cast<size_t>(impl.layout.workspace.max_local_experts));
         impl.host_counts = counts.host;
         impl.host_counts_device = counts.device;
@@ -186,7 +186,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // Co-located ranks: load the fixed kernels now, not at a first use while a peer's kernel
         // may be waiting for this rank (launch_context.hpp, "Preloading").
         launch::preload_barrier(device);
-        launch::preload_dispatch_layout(device);
+        launch::preload_routing(device);
         if (config.enable_high_throughput) launch::preload_ht(device);
     }
 
@@ -211,7 +211,7 @@ Buffer::~Buffer() {
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.ll_trace_host) cudaFreeHost(impl.ll_trace_host);
     if (impl.ht_trace_host) cudaFreeHost(impl.ht_trace_host);
-    if (impl.layout_scratch.words) cudaFree(impl.layout_scratch.words);
+    if (impl.routing_scratch.words) cudaFree(impl.routing_scratch.words);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);
 }
@@ -299,7 +299,7 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     require(out.token_expert_pos, "token_expert_pos", DType::kInt32, tokens, topk, true);
     if (topk_idx.device.type == DeviceType::kCPU) core::validate_expert_ids(topk_idx, num_experts);
 
-    device::LayoutArgs args{};
+    device::RoutingArgs args{};
     args.topk_idx = topk_idx.ptr();
     args.topk_row_stride = topk_idx.strides[0];
     args.num_tokens = static_cast<int32_t>(tokens);
@@ -312,7 +312,7 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     args.token_rank_slot = out.token_rank_slot.ptr_as<int32_t>();
     args.token_expert_pos = out.token_expert_pos.defined() ? out.token_expert_pos.ptr_as<int32_t>() : nullptr;
     impl.run_ordered(stream, OpOrder{}, [&] {
-        launch::launch_dispatch_layout(impl.context(stream), args, topk_idx.dtype == DType::kInt64);
+        launch::launch_routing(impl.context(stream), args, topk_idx.dtype == DType::kInt64);
     });
 }
 
@@ -334,7 +334,7 @@ void Buffer::reset() {
     SY_CUDA_CHECK(
         cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
     // A layout kernel cut short may have left totals tagged with an epoch the epoch word never reached.
-    SY_CUDA_CHECK(cudaMemset(impl.layout_scratch.words, 0, impl.layout_scratch.bytes()));
+    SY_CUDA_CHECK(cudaMemset(impl.routing_scratch.words, 0, impl.routing_scratch.bytes()));
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     impl.errors->clear();
     impl.communicator->barrier(impl.timeout());

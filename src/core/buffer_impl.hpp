@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "comm/symmetric_memory.hpp"
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 #include "core/error_state.hpp"
 #include "core/event_pool.hpp"
 #include "core/output_memory.hpp"
@@ -31,7 +31,7 @@ struct Buffer::Impl {
     std::unique_ptr<comm::SymmetricMemory> memory;
     std::unique_ptr<core::ErrorState> errors;
     std::unique_ptr<core::OutputMemory> outputs;  // this rank's own pool (see output_memory.hpp)
-    device::LayoutScratch layout_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
+    device::RoutingScratch routing_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     std::shared_ptr<core::EventPool> events = std::make_shared<core::EventPool>();  // the ops' OpEvents
@@ -63,7 +63,7 @@ struct Buffer::Impl {
     // Waits for every op this buffer has issued: the comm stream, and with ops on the callers'
     // streams the latest op (its completion event: the stream itself may be gone by now).
     void drain() const {
-        core::cuda_check(cudaStreamSynchronize(comm_stream), "cudaStreamSynchronize (comm stream)");
+        util::cuda_check(cudaStreamSynchronize(comm_stream), "cudaStreamSynchronize (comm stream)");
         if (config.launch_on_caller_stream) latest_done.synchronize();
     }
 
@@ -84,7 +84,7 @@ struct Buffer::Impl {
         context.sm_budget = sm_budget;
         context.chain_kernels = chain_kernels;
         context.outputs = outputs.get();
-        context.layout_scratch = layout_scratch;
+        context.routing_scratch = routing_scratch;
         return context;
     }
 

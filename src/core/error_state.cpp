@@ -4,8 +4,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "core/cuda_check.hpp"
-#include "core/mapped_host.hpp"
+#include "util/cuda_check.hpp"
+#include "util/mapped_host.hpp"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/peer_kernel_details.cuh"
 
@@ -35,7 +35,7 @@ const char* phase_name(int32_t phase) {
 }
 
 ErrorState::ErrorState() {
-    const auto record = allocate_mapped_host<device::ErrorRecord>(1);
+    const auto record = util::allocate_mapped_host<device::ErrorRecord>(1);
     host_record_ = record.host;
     device_record_ = record.device;
 }

@@ -1,6 +1,6 @@
 #include "core/event_pool.hpp"
 
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 
 namespace switchyard {
 

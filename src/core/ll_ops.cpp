@@ -9,14 +9,14 @@
 #include <string>
 
 #include "core/buffer_impl.hpp"
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 #include "core/ll_handle.hpp"
-#include "core/mapped_host.hpp"
+#include "util/mapped_host.hpp"
 #include "core/validation.hpp"
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
-#include "core/env_flag.hpp"
+#include "util/env_flag.hpp"
 
 namespace switchyard {
 namespace {
@@ -72,7 +72,7 @@ void require_aligned_rows(const TensorView& view, const char* name) {
 // into mapped host memory (one slot set per kind and half), and the next call of the same kind
 // prints the previous op's phase times to stderr. Read once per process.
 bool ll_trace_enabled() {
-    static const bool enabled = core::env_flag("SWITCHYARD_LL_TRACE");
+    static const bool enabled = util::env_flag("SWITCHYARD_LL_TRACE");
     return enabled;
 }
 
@@ -81,7 +81,7 @@ uint64_t* ll_trace_slots(BufferImpl& impl, int32_t kind, int phases) {
     if (!ll_trace_enabled()) return nullptr;
     constexpr int kSets = 6;  // [dispatch, combine] x [send, receive, both]
     if (impl.ll_trace_host == nullptr) {
-        const auto slots = core::allocate_mapped_host<uint64_t>(size_t(kSets) * device::kLlTraceSlots);
+        const auto slots = util::allocate_mapped_host<uint64_t>(size_t(kSets) * device::kLlTraceSlots);
         impl.ll_trace_host = slots.host;
         impl.ll_trace_device = slots.device;
     }

@@ -1,7 +1,7 @@
 // See output_memory.hpp.
 #include "core/output_memory.hpp"
 
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 #include "core/stream_pool.hpp"
 
 namespace switchyard::core {

@@ -6,8 +6,8 @@
 #include <mutex>
 #include <vector>
 
-#include "core/cuda_check.hpp"
-#include "core/env_flag.hpp"
+#include "util/cuda_check.hpp"
+#include "util/env_flag.hpp"
 
 namespace switchyard::core {
 namespace {
@@ -69,7 +69,7 @@ cudaStream_t acquire_stream(int device) {
     // caller is between host barriers, not at its first op while a co-located peer's kernel
     // spins waiting for it (design notes §4: a first barrier kernel started only when another
     // rank's kernel timed out). SWITCHYARD_NO_STREAM_WARMUP=1 turns this off, for the experiment.
-    static const bool warm_up = !core::env_flag("SWITCHYARD_NO_STREAM_WARMUP");
+    static const bool warm_up = !util::env_flag("SWITCHYARD_NO_STREAM_WARMUP");
     if (status == cudaSuccess && warm_up) status = warm_up_stream(device, stream);
     SY_CUDA_CHECK(cudaSetDevice(previous));
     SY_CUDA_CHECK(status);

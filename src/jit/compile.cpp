@@ -28,7 +28,7 @@ std::string cache_key(const std::string& generated, const std::vector<std::strin
     Hasher128 hasher;
     hasher.field(kCacheFormat);
     hasher.field(generated);
-    hasher.field(embedded::kDigest);  // any edit to any device header invalidates every entry
+    hasher.field(headers_digest());  // any edit to any device header invalidates every entry
     hasher.field(arch);
     hasher.field(nvrtc_version());
     for (const auto& flag : flags) hasher.field(flag);

@@ -1,5 +1,5 @@
 #include "jit/knobs.hpp"
-#include "core/env_flag.hpp"
+#include "util/env_flag.hpp"
 
 #include <unistd.h>
 
@@ -23,16 +23,16 @@ Knobs read_knobs() {
     Knobs knobs;
     const char* dir = std::getenv("SWITCHYARD_CACHE_DIR");
     knobs.cache_dir = (dir && *dir) ? std::string(dir) : default_cache_dir();
-    knobs.debug = core::env_flag("SWITCHYARD_JIT_DEBUG");
-    knobs.dump_ptx = core::env_flag("SWITCHYARD_JIT_DUMP_PTX");
-    knobs.dump_sass = core::env_flag("SWITCHYARD_JIT_DUMP_SASS");
-    knobs.line_info = core::env_flag("SWITCHYARD_JIT_LINE_INFO");
-    knobs.fail_on_spills = core::env_flag("SWITCHYARD_JIT_FAIL_ON_SPILLS");
+    knobs.debug = util::env_flag("SWITCHYARD_JIT_DEBUG");
+    knobs.dump_ptx = util::env_flag("SWITCHYARD_JIT_DUMP_PTX");
+    knobs.dump_sass = util::env_flag("SWITCHYARD_JIT_DUMP_SASS");
+    knobs.line_info = util::env_flag("SWITCHYARD_JIT_LINE_INFO");
+    knobs.fail_on_spills = util::env_flag("SWITCHYARD_JIT_FAIL_ON_SPILLS");
     return knobs;
 }
 
 bool debug_enabled() {
-    return core::env_flag("SWITCHYARD_JIT_DEBUG");
+    return util::env_flag("SWITCHYARD_JIT_DEBUG");
 }
 
 void debug_log(const std::string& message) {

@@ -25,14 +25,14 @@ struct ProgramGuard {
 };
 
 bool is_embedded(const std::string& path) {
-    for (size_t i = 0; i < embedded::kNumFiles; ++i)
-        if (path == embedded::kFiles[i].path) return true;
+    for (const EmbeddedFile& file : all_headers())
+        if (path == file.path) return true;
     return false;
 }
 
 std::string list_embedded() {
     std::string out;
-    for (size_t i = 0; i < embedded::kNumFiles; ++i) out += std::string("\n  ") + embedded::kFiles[i].path;
+    for (const EmbeddedFile& file : all_headers()) out += std::string("\n  ") + file.path;
     return out;
 }
 
@@ -96,9 +96,9 @@ std::string nvrtc_version() {
 NvrtcResult run_nvrtc(const KernelSource& source, const std::string& generated,
                       const std::vector<std::string>& flags, bool want_ptx) {
     std::vector<const char*> header_texts, header_names;
-    for (size_t i = 0; i < embedded::kNumFiles; ++i) {
-        header_texts.push_back(embedded::kFiles[i].contents);
-        header_names.push_back(embedded::kFiles[i].path);
+    for (const EmbeddedFile& file : all_headers()) {
+        header_texts.push_back(file.contents);
+        header_names.push_back(file.path);
     }
     ProgramGuard guard;
     const std::string program_name = source.family + ".cu";

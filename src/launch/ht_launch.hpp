@@ -2,7 +2,7 @@
 #pragma once
 
 #include "launch/launch_context.hpp"
-#include "switchyard/common/counts_notify.cuh"
+#include "switchyard/transport/counts_exchange.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
 namespace switchyard::launch {
@@ -10,7 +10,7 @@ namespace switchyard::launch {
 // Fills the fields every HT kernel shares from the context.
 device::HtCommon ht_common(const LaunchContext& context);
 
-// Where the layout kernel of an HT dispatch sends the op's counts notify (common/counts_notify.cuh).
+// Where the layout kernel of an HT dispatch sends the op's counts notify (transport/counts_exchange.cuh).
 device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t local_experts);
 
 void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchArgs& args, int num_sms);

@@ -6,7 +6,7 @@
 
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/common/diagnostics.cuh"
-#include "switchyard/layout/layout_kernel.cuh"
+#include "switchyard/routing/routing_kernel.cuh"
 
 namespace switchyard::core {
 class OutputMemory;
@@ -30,7 +30,7 @@ struct LaunchContext {
     // kernel could otherwise find its SMs held by this rank's waiting blocks.
     bool chain_kernels = false;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
-    device::LayoutScratch layout_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
+    device::RoutingScratch routing_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
 };
 
 // Cross-rank barrier kernel (one block).
@@ -39,13 +39,13 @@ void launch_barrier(const LaunchContext& context);
 // Preloading. Loading a kernel module waits for the work queued on the device; with several ranks
 // on one GPU that can be a co-located peer's kernel waiting for this rank, which launches its
 // matching kernel only after the load (design notes §2, rule 9). A buffer with co-located ranks
-// therefore loads its fixed kernels when it is created (preload_barrier, preload_dispatch_layout,
+// therefore loads its fixed kernels when it is created (preload_barrier, preload_routing,
 // preload_ht); the LL kernels, whose template depends on the op's shape, are loaded by
 // Buffer::ll_load_kernels.
 void preload_barrier(int device);
-void preload_dispatch_layout(int device);  // both index types
+void preload_routing(int device);  // both index types
 
 // Dispatch layout kernel over `args` (its scratch and diagnostics are filled from the context).
-void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64);
+void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64);
 
 }  // namespace switchyard::launch

@@ -59,8 +59,12 @@ std::string to_text(const T& value) {
     throw TestFailure{out.str()};
 }
 
+// Makes the tests' own device kernels (tests/kernels/) visible to the JIT (test_kernels.cpp).
+void register_test_kernels();
+
 // Runs tests whose name contains argv[1] (if given). Returns 0, 1 (failure) or kSkipExitCode.
 inline int run_all(int argc, char** argv) {
+    register_test_kernels();
     const char* filter = argc > 1 ? argv[1] : nullptr;
     int passed = 0, failed = 0, skipped = 0;
     for (auto& test : registry()) {

@@ -15,8 +15,8 @@ namespace {
 const std::vector<jit::KernelSource>& families() {
     static const std::vector<jit::KernelSource> sources = {
         {"barrier", "switchyard/transport/barrier.cuh", "switchyard::device::barrier_kernel<128>"},
-        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
-         "switchyard::device::layout_kernel<long long>"},
+        {"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
+         "switchyard::device::routing_kernel<long long>"},
         {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
         {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"},
         {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel<true>"},

@@ -7,7 +7,7 @@
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/errors.hpp"
 #include "switchyard/ht/dispatch.cuh"
-#include "switchyard/layout/layout_kernel.cuh"
+#include "switchyard/routing/routing_kernel.cuh"
 
 using namespace switchyard;
 

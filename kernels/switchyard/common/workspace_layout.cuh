@@ -63,7 +63,7 @@ enum Counter : int32_t {
 
 // 64-bit words of the HT notify entry one source writes to each destination: {sequence,
 // rows_to[R], expert_rows[L]}, each count tagged with the op's sequence (HtNotifyView,
-// common/counts_notify.cuh).
+// transport/counts_exchange.cuh).
 SY_HOST_DEVICE constexpr int64_t ht_notify_words(int32_t num_ranks, int32_t local_experts) {
     return 1 + int64_t(num_ranks) + local_experts;
 }

@@ -32,7 +32,7 @@
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/ht/combine_publish.cuh"
 #include "switchyard/common/op_trace.cuh"
-#include "switchyard/ht/completion.cuh"
+#include "switchyard/transport/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
 namespace switchyard::device {

@@ -2,7 +2,7 @@
 //
 //  notify_peers     every peer gets this rank's row counts (per destination rank and, for the
 //                   peer's local experts, per expert), each count in a 64-bit word tagged with the
-//                   op's sequence, so no fence orders them (common/counts_notify.cuh): sent by the
+//                   op's sequence, so no fence orders them (transport/counts_exchange.cuh): sent by the
 //                   layout kernel as soon as it has the totals, or here by block 0 when no layout
 //                   kernel ran (cached dispatch); every block waits until all peers' words carry
 //                   this op's tag, which also proves each destination has entered this op (its
@@ -22,12 +22,12 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/block_scan.cuh"
 #include "switchyard/common/claim_ahead.cuh"
-#include "switchyard/common/counts_notify.cuh"
+#include "switchyard/transport/counts_exchange.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/numerics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
-#include "switchyard/ht/completion.cuh"
+#include "switchyard/transport/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 #include "switchyard/common/op_trace.cuh"
 

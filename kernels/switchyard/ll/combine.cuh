@@ -32,7 +32,7 @@
 #include "switchyard/common/fp8.cuh"
 #include "switchyard/ll/ll_layout.cuh"
 #include "switchyard/ll/ll_slices.cuh"
-#include "switchyard/ll/ll_sync.cuh"
+#include "switchyard/transport/ll_arrivals.cuh"
 
 namespace switchyard::device {
 

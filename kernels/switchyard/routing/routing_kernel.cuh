@@ -17,7 +17,7 @@
 //            publish), and sums them: the chunk's starting offsets; then writes slots and positions.
 // The block of the last chunk writes the totals and advances the epoch once every block has
 // published (so every block has read the old epoch); for an HT dispatch it also sends the op's
-// counts notify to every peer right then (common/counts_notify.cuh), instead of the dispatch
+// counts notify to every peer right then (transport/counts_exchange.cuh), instead of the dispatch
 // kernel after this grid ends, unless a chunk had invalid ids or the buffer is poisoned.
 // History of the publish: a chunk flag raised after the totals behind per-thread fences, a block
 // barrier and a release cost two fences and a flag round trip on every chunk's path. Beyond
@@ -28,14 +28,14 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/block_scan.cuh"
-#include "switchyard/common/counts_notify.cuh"
+#include "switchyard/transport/counts_exchange.cuh"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/op_trace.cuh"
 
 namespace switchyard::device {
 
-struct LayoutArgs {
+struct RoutingArgs {
     const void* topk_idx;     // [T, K] int32 or int64 (template IndexT)
     int64_t topk_row_stride;  // in elements
     int32_t num_tokens;
@@ -66,7 +66,7 @@ constexpr int kLayoutThreads = 1024;
 // A buffer's scratch for the layout kernel, sized at creation for its largest op: the chunks'
 // tagged totals, then the epoch word. Zeroed at creation and by reset() (a layout kernel cut short
 // may have left totals tagged with an epoch the epoch word never reached).
-struct LayoutScratch {
+struct RoutingScratch {
     uint64_t* words = nullptr;  // [total_words] tagged totals, then the epoch word
     int64_t total_words = 0;    // max_chunks * (max_experts + R)
     int32_t max_chunks = 0;
@@ -113,7 +113,7 @@ SY_HOST_DEVICE bool layout_uses_histogram(int32_t num_experts, int32_t num_ranks
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
-namespace layout_detail {
+namespace routing_detail {
 
 // Chunk `chunk` and the entry this thread owns (in_chunk == false past the chunk's end).
 struct LayoutEntry {
@@ -121,7 +121,7 @@ struct LayoutEntry {
     bool in_chunk;
 };
 
-SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args, int chunk) {
+SY_DEVICE LayoutEntry entry_of(const RoutingArgs& args, int chunk) {
     LayoutEntry entry;
     entry.first_token = chunk * args.tokens_per_chunk;
     const int tokens = max(0, min(args.tokens_per_chunk, args.num_tokens - entry.first_token));
@@ -136,7 +136,7 @@ SY_DEVICE LayoutEntry entry_of(const LayoutArgs& args, int chunk) {
 // ids, copies the id (and weight) out, and marks whether it leads the token's entries for its
 // destination rank. Returns, in every thread, whether any id of the chunk was invalid.
 template <typename IndexT>
-SY_DEVICE bool stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
+SY_DEVICE bool stage_entry(const RoutingArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
     int32_t id = -1;
     bool invalid = false;
     if (entry.in_chunk) {
@@ -172,7 +172,7 @@ SY_DEVICE bool stage_entry(const LayoutArgs& args, const LayoutEntry& entry, int
 // rank among the chunk's earlier entries of its column (in_chunk_pos for the expert,
 // in_chunk_slot for the rank when it leads). Histogram: per-warp counts and a prefix over warps;
 // else warps take turns in entry order, one block barrier per warp.
-SY_DEVICE void count_chunk(const LayoutArgs& args, int columns, int num_entries, int32_t id, int32_t rank,
+SY_DEVICE void count_chunk(const RoutingArgs& args, int columns, int num_entries, int32_t id, int32_t rank,
                            bool lead, int32_t* totals, int32_t* warp_counts, int32_t& in_chunk_pos,
                            int32_t& in_chunk_slot) {
     const int warp = int(threadIdx.x / 32);
@@ -222,7 +222,7 @@ SY_DEVICE void count_chunk(const LayoutArgs& args, int columns, int num_entries,
 // it carries this op's epoch. Columns are spread over the threads, and with few columns each
 // column's chunks over several threads. Returns false in a thread whose wait timed out (reported);
 // `invalid` gets whether any of its words came from a chunk with invalid ids.
-SY_DEVICE bool sum_earlier_chunks(const LayoutArgs& args, int columns, int chunk, uint64_t epoch,
+SY_DEVICE bool sum_earlier_chunks(const RoutingArgs& args, int columns, int chunk, uint64_t epoch,
                                   int32_t* starts, int32_t* partial, bool& invalid) {
     const int parts = max(1, int(blockDim.x) / columns);
     bool ok = true;
@@ -274,10 +274,10 @@ SY_DEVICE bool sum_earlier_chunks(const LayoutArgs& args, int columns, int chunk
     return ok;
 }
 
-}  // namespace layout_detail
+}  // namespace routing_detail
 
 template <typename IndexT>
-__global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_constant__ LayoutArgs args) {
+__global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid_constant__ RoutingArgs args) {
     extern __shared__ __align__(16) int32_t shared[];
     const int columns = args.num_experts + args.num_ranks;
     const int64_t padded = align_up(int64_t(columns), 4);
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
     if (threadIdx.x == 0) old_epoch = *reinterpret_cast<volatile uint64_t*>(args.epoch_word);
 
     for (int chunk = blockIdx.x; chunk < args.num_chunks; chunk += gridDim.x) {
-        const layout_detail::LayoutEntry entry = layout_detail::entry_of(args, chunk);
+        const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
         // Defaults for the chunk's tokens: in no rank.
         const int tokens = entry.num_entries / max(args.topk, 1);
         for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
             args.token_rank_slot[cell] = -1;
             if (args.token_in_rank) args.token_in_rank[cell] = 0;
         }
-        const bool chunk_invalid = layout_detail::stage_entry<IndexT>(args, entry, ids, leads);
+        const bool chunk_invalid = routing_detail::stage_entry<IndexT>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
         if (threadIdx.x == 0)
             ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLoaded);
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         const int rank = id >= 0 ? id / experts_per_rank : -1;
         const bool lead = leads[threadIdx.x] != 0;
         int32_t expert_pos = -1, rank_slot = -1;
-        layout_detail::count_chunk(args, columns, entry.num_entries, id, rank, lead, totals, warp_counts,
+        routing_detail::count_chunk(args, columns, entry.num_entries, id, rank, lead, totals, warp_counts,
                                    expert_pos, rank_slot);
         if (threadIdx.x == 0) epoch = old_epoch + 1;
         __syncthreads();
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) layout_kernel(const __grid_
         // look back: every earlier chunk's totals (their blocks are resident and publish first).
         bool earlier_invalid = false;
         const bool looked_back =
-            layout_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
+            routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
         if (!__syncthreads_and(looked_back)) return;
         const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
         if (threadIdx.x == 0)

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/cuda_check.hpp"
+#include "util/cuda_check.hpp"
 
-namespace switchyard::core {
+namespace switchyard::util {
 
 template <typename T>
 struct MappedHost {
@@ -25,4 +25,4 @@ MappedHost<T> allocate_mapped_host(size_t count) {
     return {static_cast<T*>(memory), static_cast<T*>(alias)};
 }
 
-}  // namespace switchyard::core
+}  // namespace switchyard::util

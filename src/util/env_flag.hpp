@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace switchyard::core {
+namespace switchyard::util {
 
 // Unset or empty: `default_value`; "0", "false", "no" and "off": false; anything else: true.
 inline bool env_flag(const char* name, bool default_value = false) {
@@ -22,4 +22,4 @@ inline int env_int(const char* name, int default_value, int min_value, int max_v
     return number < min_value ? min_value : number > max_value ? max_value : number;
 }
 
-}  // namespace switchyard::core
+}  // namespace switchyard::util

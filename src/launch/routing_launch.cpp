@@ -1,4 +1,4 @@
-// Launcher of the dispatch layout kernel (kernels/switchyard/layout/layout_kernel.cuh): one
+// Launcher of the dispatch layout kernel (kernels/switchyard/routing/routing_kernel.cuh): one
 // cooperative grid over chunks of tokens, with the buffer's per-chunk scratch.
 #include <algorithm>
 #include <string>
@@ -13,21 +13,21 @@ namespace {
 
 const jit::CachedKernel& cached_layout(bool index_is_int64) {
     static const jit::CachedKernel int32_ids(
-        {"dispatch_layout", "switchyard/layout/layout_kernel.cuh", "switchyard::device::layout_kernel<int>"});
-    static const jit::CachedKernel int64_ids({"dispatch_layout", "switchyard/layout/layout_kernel.cuh",
-                                              "switchyard::device::layout_kernel<long long>"});
+        {"dispatch_layout", "switchyard/routing/routing_kernel.cuh", "switchyard::device::routing_kernel<int>"});
+    static const jit::CachedKernel int64_ids({"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
+                                              "switchyard::device::routing_kernel<long long>"});
     return index_is_int64 ? int64_ids : int32_ids;
 }
 
 }  // namespace
 
-void preload_dispatch_layout(int device) {
+void preload_routing(int device) {
     for (bool index_is_int64 : {false, true}) cached_layout(index_is_int64).get(device);
 }
 
-void launch_dispatch_layout(const LaunchContext& context, device::LayoutArgs args, bool index_is_int64) {
+void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64) {
     const jit::Kernel& kernel = cached_layout(index_is_int64).get(context.device);
-    const device::LayoutScratch& scratch = context.layout_scratch;
+    const device::RoutingScratch& scratch = context.routing_scratch;
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
     args.num_chunks = device::layout_num_chunks(args.num_tokens, args.topk);

@@ -7,7 +7,7 @@
 
 #include "switchyard/errors.hpp"
 
-namespace switchyard::core {
+namespace switchyard::util {
 
 inline void cuda_check(cudaError_t status, const char* what) {
     if (status != cudaSuccess)
@@ -15,6 +15,6 @@ inline void cuda_check(cudaError_t status, const char* what) {
                         cudaGetErrorString(status) + ")");
 }
 
-}  // namespace switchyard::core
+}  // namespace switchyard::util
 
-#define SY_CUDA_CHECK(call) ::switchyard::core::cuda_check((call), #call)
+#define SY_CUDA_CHECK(call) ::switchyard::util::cuda_check((call), #call)
