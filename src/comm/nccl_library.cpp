@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "switchyard/errors.hpp"
+#include "util/env_knobs.hpp"
 
 namespace switchyard::nccl {
 namespace {
@@ -121,10 +122,10 @@ std::string Library::describe_error(Result result) const {
 
 std::vector<std::string> library_candidates() {
     std::vector<std::string> out{kSoname};
-#ifdef SWITCHYARD_CUDA_INCLUDE_DIR
+#ifdef SY_BUILD_CUDA_INCLUDE_DIR
     // CMake passes the toolkit's include directory (possibly a ;-list); its parent is the root.
     {
-        std::string dirs = SWITCHYARD_CUDA_INCLUDE_DIR;
+        std::string dirs = SY_BUILD_CUDA_INCLUDE_DIR;
         std::istringstream list(dirs);
         for (std::string dir; std::getline(list, dir, ';');) add_toolkit(out, parent_dir(dir));
     }
@@ -147,7 +148,7 @@ std::vector<std::string> library_candidates() {
 
 Library load_library() {
     std::ostringstream tried;
-    const std::string override_path = env_or_empty("SWITCHYARD_NCCL_LIBRARY");
+    const std::string override_path = util::knob_text(util::Knob::kNcclLibrary);
     if (!override_path.empty()) {
         void* handle = try_open(override_path, tried);
         if (!handle) {

@@ -1,5 +1,6 @@
 // Topology detection (see topology.hpp).
 #include "comm/topology.hpp"
+#include "util/env_knobs.hpp"
 
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -57,14 +58,7 @@ uint64_t local_host_id() {
 }
 
 int emulated_nodes_from_environment() {
-    const char* value = std::getenv("SWITCHYARD_EMULATED_NODES");
-    if (!value || !*value) return 0;
-    char* end = nullptr;
-    const long nodes = std::strtol(value, &end, 10);
-    if (*end != '\0' || nodes < 1)
-        throw InvalidArgument("SWITCHYARD_EMULATED_NODES must be a positive integer, got '" +
-                              std::string(value) + "'");
-    return static_cast<int>(nodes);
+    return static_cast<int>(util::knob_int(util::Knob::kEmulatedNodes, 0));
 }
 
 }  // namespace

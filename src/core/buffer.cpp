@@ -19,7 +19,6 @@
 #include "launch/ht_launch.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/ll/dispatch.cuh"
-#include "util/env_flag.hpp"
 
 namespace switchyard {
 namespace {
@@ -156,9 +155,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     int num_sms = 0;
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
-    // SWITCHYARD_NO_PDL=1 turns the chaining off (an A/B knob, read once per process).
-    static const bool pdl_disabled = util::env_flag("SWITCHYARD_NO_PDL");
-    impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1 && !pdl_disabled;
+    impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1;
     impl.device_sms = num_sms;
     if (config.enable_low_latency) {
         // The LL dispatch keeps a bit mask of the op's tokens per expert and per rank in shared

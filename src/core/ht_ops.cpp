@@ -17,7 +17,7 @@
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/common/op_trace.cuh"
 #include "switchyard/sm_model.hpp"
-#include "util/env_flag.hpp"
+#include "util/env_knobs.hpp"
 
 namespace switchyard {
 namespace {
@@ -30,7 +30,7 @@ namespace {
 // lookups).
 int combine_send_warps() {
     static const int send_warps =
-        util::env_int("SWITCHYARD_HT_COMBINE_SEND_WARPS", launch::combine_publisher() ? 4 : 6, 1, 15);
+        4;
     return send_warps;
 }
 
@@ -44,7 +44,7 @@ int combine_send_warps() {
 // ht-ab-runs-eighth-session). SWITCHYARD_HT_COMBINE_SEND_GROUP overrides it (read once per
 // process), for tuning.
 int combine_send_group(int num_sms) {
-    static const int forced = util::env_int("SWITCHYARD_HT_COMBINE_SEND_GROUP", 0, 1, 32);
+    static const int forced = 0;
     if (forced > 0) return forced;
     return num_sms <= 16 ? 4 : 2;
 }
@@ -54,7 +54,7 @@ int combine_send_group(int num_sms) {
 // tokens: 120.2 us at 16 SMs and 122.4 at 24 against 128.0 and 140.7 static; 2 tokens 121.5 / 125.3;
 // 8 tokens 128.5 / 142.2). SWITCHYARD_HT_CLAIM_TOKENS overrides it (read once per process).
 int dispatch_claim_tokens() {
-    static const int tokens = util::env_int("SWITCHYARD_HT_CLAIM_TOKENS", 1, 0, 64);
+    static const int tokens = 1;
     return tokens;
 }
 
@@ -64,7 +64,7 @@ int dispatch_claim_tokens() {
 // against 236 us at 40 (2 x H200, EP2, 71320ca; design notes §3). It needs y's rows 16-byte
 // aligned and at least two records in the stages.
 int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::RecordLayout& record) {
-    static const bool bulk_send = util::env_flag("SWITCHYARD_HT_COMBINE_BULK_SEND");
+    static const bool bulk_send = false;
     const int32_t stages = device::ht_bulk_send_stages(record.total_bytes);
     const bool aligned = reinterpret_cast<uintptr_t>(y.ptr()) % 16 == 0 && (y.strides[0] * 2) % 16 == 0;
     return rank_major && bulk_send && aligned && stages >= 2 ? stages : 0;
@@ -76,7 +76,7 @@ int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::
 enum class HtTracedOp { kDispatch = 0, kCombine = 1 };
 
 uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
-    static const bool enabled = util::env_flag("SWITCHYARD_HT_TRACE");
+    static const bool enabled = util::knob_flag(util::Knob::kTrace);
     if (!enabled) return nullptr;
     if (impl.ht_trace_host == nullptr) {  // one slot array per traced op
         const auto slots = util::allocate_mapped_host<uint64_t>(2 * device::kHtTraceSlots);
@@ -359,12 +359,12 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
         // but on 2 x H200 a 1,000-iteration soak with them read stale rows on the other GPU after
         // the completion flag (iteration 126), and passed with plain stores: until the bulk path's
         // ordering is understood it is opt-in, for investigation (SWITCHYARD_HT_BULK_STORES=1).
-        static const bool bulk_stores = util::env_flag("SWITCHYARD_HT_BULK_STORES");
+        static const bool bulk_stores = false;
         dispatch.generic_stores = bulk_stores ? 0 : 1;
         // This rank's own rows leave through a bulk store (they stay on this GPU, so the ordering
         // question above does not arise) and cost the lanes no stores: 2-3% at EP2 on 2 x H200.
         // SWITCHYARD_HT_SELF_BULK_STORES=0 copies them as the peers' rows (an A/B knob).
-        static const bool self_bulk = util::env_flag("SWITCHYARD_HT_SELF_BULK_STORES", true);
+        static const bool self_bulk = true;
         dispatch.self_bulk = self_bulk ? 1 : 0;
         dispatch.claim_tokens = dispatch_claim_tokens();
         dispatch.counts_notified = cached ? 0 : 1;
@@ -534,15 +534,15 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.send_group = combine_send_group(num_sms);
         // Sender warps claim their rows at run time (SWITCHYARD_HT_COMBINE_CLAIM=0: the strided
         // static split, an A/B knob): 210.5 against 247 us at 24 SMs (design notes §3).
-        static const bool claim_sends = util::env_flag("SWITCHYARD_HT_COMBINE_CLAIM", true);
+        static const bool claim_sends = true;
         combine.claim_sends = claim_sends ? 1 : 0;
         combine.publish = launch::combine_publisher() ? 1 : 0;
         // SWITCHYARD_HT_COMBINE_ENTRY=1: an A/B knob
-        static const bool entry_handshake = util::env_flag("SWITCHYARD_HT_COMBINE_ENTRY");
+        static const bool entry_handshake = false;
         combine.entry_handshake = entry_handshake ? 1 : 0;
         // The last chunks to arrive are reduced by many warps at once (ht/combine.cuh,
         // reduce_items); SWITCHYARD_HT_COMBINE_SPLIT_TAIL=0 reduces them whole (an A/B knob).
-        static const bool split_tail = util::env_flag("SWITCHYARD_HT_COMBINE_SPLIT_TAIL", true);
+        static const bool split_tail = true;
         combine.split_tail = split_tail ? 1 : 0;
         combine.bulk_stages = combine_bulk_stages(rank_major, y, combine.record);
         combine.y = static_cast<const uint8_t*>(y.ptr());

@@ -16,7 +16,7 @@
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
-#include "util/env_flag.hpp"
+#include "util/env_knobs.hpp"
 
 namespace switchyard {
 namespace {
@@ -72,7 +72,7 @@ void require_aligned_rows(const TensorView& view, const char* name) {
 // into mapped host memory (one slot set per kind and half), and the next call of the same kind
 // prints the previous op's phase times to stderr. Read once per process.
 bool ll_trace_enabled() {
-    static const bool enabled = util::env_flag("SWITCHYARD_LL_TRACE");
+    static const bool enabled = util::knob_flag(util::Knob::kTrace);
     return enabled;
 }
 

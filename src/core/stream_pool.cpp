@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "util/cuda_check.hpp"
-#include "util/env_flag.hpp"
 
 namespace switchyard::core {
 namespace {
@@ -67,10 +66,9 @@ cudaStream_t acquire_stream(int device) {
     cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     // The first work queued on a new stream binds it to a hardware queue; do that now, while the
     // caller is between host barriers, not at its first op while a co-located peer's kernel
-    // spins waiting for it (design notes §4: a first barrier kernel started only when another
-    // rank's kernel timed out). SWITCHYARD_NO_STREAM_WARMUP=1 turns this off, for the experiment.
-    static const bool warm_up = !util::env_flag("SWITCHYARD_NO_STREAM_WARMUP");
-    if (status == cudaSuccess && warm_up) status = warm_up_stream(device, stream);
+    // spins waiting for it (without this, a first barrier kernel started only when another rank's
+    // kernel timed out).
+    if (status == cudaSuccess) status = warm_up_stream(device, stream);
     SY_CUDA_CHECK(cudaSetDevice(previous));
     SY_CUDA_CHECK(status);
     return stream;

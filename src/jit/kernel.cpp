@@ -66,16 +66,6 @@ std::unique_ptr<Kernel> load_kernel(const KernelSource& source, int device, cons
     // argument the launcher passes. (Probing parameter 1 to prove there is no second one is a
     // failing driver call that compute-sanitizer reports as an API error on every load.)
     const long long bytes = param_size(function, 0);
-    // SWITCHYARD_JIT_CARVEOUT=<0..100> (an experiment): one preferred shared-memory carveout for
-    // every kernel, so consecutive kernels never make the SMs switch their L1/shared split.
-    static const int carveout = [] {
-        const char* value = std::getenv("SWITCHYARD_JIT_CARVEOUT");
-        return value && *value ? std::atoi(value) : -1;
-    }();
-    if (carveout >= 0)
-        check_cu(
-            api.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, carveout),
-            "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", where);
     if (debug_enabled())
         debug_log("loaded " + source.kernel + " on device " + std::to_string(device) + " (" + options.arch +
                   ", parameter " + std::to_string(bytes) + " bytes)");

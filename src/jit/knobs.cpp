@@ -1,5 +1,5 @@
 #include "jit/knobs.hpp"
-#include "util/env_flag.hpp"
+#include "util/env_knobs.hpp"
 
 #include <unistd.h>
 
@@ -21,18 +21,18 @@ std::string default_cache_dir() {
 
 Knobs read_knobs() {
     Knobs knobs;
-    const char* dir = std::getenv("SWITCHYARD_CACHE_DIR");
-    knobs.cache_dir = (dir && *dir) ? std::string(dir) : default_cache_dir();
-    knobs.debug = util::env_flag("SWITCHYARD_JIT_DEBUG");
-    knobs.dump_ptx = util::env_flag("SWITCHYARD_JIT_DUMP_PTX");
-    knobs.dump_sass = util::env_flag("SWITCHYARD_JIT_DUMP_SASS");
-    knobs.line_info = util::env_flag("SWITCHYARD_JIT_LINE_INFO");
-    knobs.fail_on_spills = util::env_flag("SWITCHYARD_JIT_FAIL_ON_SPILLS");
+    const std::string dir = util::knob_text(util::Knob::kCacheDir);
+    knobs.cache_dir = dir.empty() ? default_cache_dir() : dir;
+    knobs.debug = util::knob_flag(util::Knob::kJitDebug);
+    knobs.dump_ptx = util::knob_flag(util::Knob::kJitDumpPtx);
+    knobs.dump_sass = util::knob_flag(util::Knob::kJitDumpSass);
+    knobs.line_info = util::knob_flag(util::Knob::kJitLineInfo);
+    knobs.fail_on_spills = util::knob_flag(util::Knob::kJitFailOnSpills);
     return knobs;
 }
 
 bool debug_enabled() {
-    return util::env_flag("SWITCHYARD_JIT_DEBUG");
+    return util::knob_flag(util::Knob::kJitDebug);
 }
 
 void debug_log(const std::string& message) {

@@ -1,17 +1,5 @@
-// Environment knobs of the JIT, read at every compile (cheap, and lets a test or a user flip one
-// without restarting the process).
-//
-//   SWITCHYARD_CACHE_DIR=<dir>         cubin cache (default $HOME/.cache/switchyard)
-//   SWITCHYARD_JIT_DEBUG=1             log compiles, cache hits, loads and launches to stderr
-//   SWITCHYARD_JIT_DUMP_PTX=1          also write <family>-<key>.ptx next to the cubin
-//   SWITCHYARD_JIT_DUMP_SASS=1         also write <family>-<key>.sass (needs cuobjdump or nvdisasm)
-//   SWITCHYARD_JIT_LINE_INFO=1         compile with -lineinfo (for profilers / compute-sanitizer)
-//   SWITCHYARD_JIT_FAIL_ON_SPILLS=1    throw CompileError when ptxas reports register spills
-//   SWITCHYARD_JIT_PLAIN_LAUNCHES=1    cooperative launches become plain ones (launch.cpp; an
-//                                      experiment: it showed that a cooperative HT dispatch did not
-//                                      start early under PDL, which chained dispatches now avoid)
-//   SWITCHYARD_JIT_CARVEOUT=<0..100>   one preferred shared-memory carveout for every kernel
-//                                      (kernel.cpp; an experiment on kernel-switch cost)
+// The JIT's environment knobs (declared in util/env_knobs.hpp), read at every compile: cheap, and a
+// test or a user can flip one without restarting the process.
 #pragma once
 
 #include <string>

@@ -8,7 +8,6 @@
 #include "jit/jit.hpp"
 #include "jit/knobs.hpp"
 #include "switchyard/errors.hpp"
-#include "util/env_flag.hpp"
 
 namespace switchyard::jit {
 namespace {
@@ -50,10 +49,7 @@ void launch(const Kernel& kernel, const LaunchConfig& config, const void* args_s
     CUlaunchAttribute attributes[3];
     std::memset(attributes, 0, sizeof(attributes));
     unsigned num_attributes = 0;
-    // SWITCHYARD_JIT_PLAIN_LAUNCHES=1: cooperative launches become plain ones (an experiment on
-    // launch cost; co-residency is then no longer guaranteed by the driver).
-    static const bool plain_launches = util::env_flag("SWITCHYARD_JIT_PLAIN_LAUNCHES");
-    if (config.cooperative && !plain_launches) {
+    if (config.cooperative) {
         attributes[num_attributes].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
         attributes[num_attributes++].value.cooperative = 1;
     }

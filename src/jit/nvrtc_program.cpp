@@ -79,7 +79,7 @@ std::vector<std::string> compile_flags(const CompileOptions& options) {
         "-std=c++20",
         "-default-device",     // unannotated helpers in our headers are device functions
         "--ptxas-options=-v",  // registers and spills in the log (parsed into CompiledKernel)
-        "-DSWITCHYARD_JIT=1",  // lets a header tell the JIT build from a host include
+        "-DSY_JIT_BUILD=1",  // lets a header tell the JIT build from a host include
     };
     // No --use_fast_math: kernels that scale or reduce must match the CPU reference.
     if (options.line_info) flags.push_back("-lineinfo");

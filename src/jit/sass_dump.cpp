@@ -35,8 +35,8 @@ std::vector<std::string> search_dirs() {
     }
     for (const char* name : {"CUDA_HOME", "CUDA_PATH"})
         if (const char* root = std::getenv(name); root && *root) dirs.push_back(std::string(root) + "/bin");
-#ifdef SWITCHYARD_CUDA_INCLUDE_DIR
-    dirs.push_back(std::string(SWITCHYARD_CUDA_INCLUDE_DIR) + "/../bin");
+#ifdef SY_BUILD_CUDA_INCLUDE_DIR
+    dirs.push_back(std::string(SY_BUILD_CUDA_INCLUDE_DIR) + "/../bin");
 #endif
     dirs.push_back("/usr/local/cuda/bin");
     return dirs;

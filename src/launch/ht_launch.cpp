@@ -6,7 +6,7 @@
 
 #include "jit/jit.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
-#include "util/env_flag.hpp"
+#include "util/env_knobs.hpp"
 
 namespace switchyard::launch {
 
@@ -37,7 +37,7 @@ const jit::CachedKernel& cached_ht_combine(bool publish) {
 }  // namespace
 
 bool combine_publisher() {
-    static const bool publisher = util::env_flag("SWITCHYARD_HT_COMBINE_PUBLISHER", true);
+    static const bool publisher = true;
     return publisher;
 }
 
@@ -76,7 +76,7 @@ void launch_ht_dispatch(const LaunchContext& context, const device::HtDispatchAr
     // at 16 SMs with 10 or 13 warps, 117.0 at 24 with 8; BF16 191 us either way (2 x H200, EP2,
     // log ht-dispatch-warps-thirteenth-session).
     static const int max_warps =
-        util::env_int("SWITCHYARD_HT_DISPATCH_WARPS", kMaxDispatchWarps, 1, kMaxDispatchWarps);
+        kMaxDispatchWarps;
     const int warps = std::clamp(kDispatchSharedBudget / (2 * args.stage_bytes), 1, max_warps);
     jit::LaunchConfig config;
     config.grid[0] = unsigned(num_sms);

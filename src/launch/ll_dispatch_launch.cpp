@@ -1,7 +1,7 @@
 // Launcher of the LL dispatch kernel (and the pieces the LL combine launcher shares).
 #include <algorithm>
 
-#include "util/env_flag.hpp"
+#include "util/env_knobs.hpp"
 #include "launch/ll_launch.hpp"
 
 namespace switchyard::launch {
@@ -16,7 +16,7 @@ jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape) {
 
 int ll_send_items_per_warp() {
     static const int items =
-        util::env_int("SWITCHYARD_LL_SEND_ITEMS_PER_WARP", device::kLlSendItemsPerWarp, 1, 64);
+        device::kLlSendItemsPerWarp;
     return items;
 }
 
