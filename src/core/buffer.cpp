@@ -149,6 +149,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     impl.memory =
         std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
                                                 static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
+    impl.tracer = std::make_unique<core::OpTracer>(impl.layout.workspace.counters(impl.memory->local()),
+                                                   impl.communicator->rank());
     impl.comm_stream = core::acquire_stream(device);  // reused: see stream_pool.hpp
     SY_CUDA_CHECK(cudaEventCreateWithFlags(&impl.caller_ready, cudaEventDisableTiming));
 
@@ -207,7 +209,6 @@ Buffer::~Buffer() {
     impl.memory.reset();
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.ll_trace_host) cudaFreeHost(impl.ll_trace_host);
-    if (impl.ht_trace_host) cudaFreeHost(impl.ht_trace_host);
     if (impl.routing_scratch.words) cudaFree(impl.routing_scratch.words);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);

@@ -12,6 +12,7 @@
 #include "util/cuda_check.hpp"
 #include "core/error_state.hpp"
 #include "core/event_pool.hpp"
+#include "core/op_trace.hpp"
 #include "core/output_memory.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/buffer.hpp"
@@ -45,10 +46,7 @@ struct Buffer::Impl {
     // SWITCHYARD_LL_TRACE=1: mapped host memory the LL kernels write their phase clocks into.
     uint64_t* ll_trace_host = nullptr;
     uint64_t* ll_trace_device = nullptr;
-    // SWITCHYARD_HT_TRACE=1: mapped host memory the HT kernels write their timelines into (dispatch,
-    // combine).
-    uint64_t* ht_trace_host = nullptr;
-    uint64_t* ht_trace_device = nullptr;
+    std::unique_ptr<core::OpTracer> tracer;  // the ops' timelines (SWITCHYARD_TRACE=1)
 
     std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
     // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one

@@ -15,7 +15,7 @@
 #include "core/validation.hpp"
 #include "launch/ht_launch.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
-#include "switchyard/common/op_trace.cuh"
+#include "switchyard/common/trace_marks.cuh"
 #include "switchyard/sm_model.hpp"
 #include "util/env_knobs.hpp"
 
@@ -70,58 +70,18 @@ int32_t combine_bulk_stages(bool rank_major, const TensorView& y, const device::
     return rank_major && bulk_send && aligned && stages >= 2 ? stages : 0;
 }
 
-// SWITCHYARD_HT_TRACE=1 (a profiling aid, read once per process): the dispatch and combine kernels
-// write their timelines (kernels/switchyard/common/op_trace.cuh) into mapped host memory, and the next
-// call of the same op prints the previous one's to stderr, in us after its first block started.
-enum class HtTracedOp { kDispatch = 0, kCombine = 1 };
-
-uint64_t* ht_trace(Buffer::Impl& impl, HtTracedOp op) {
-    static const bool enabled = util::knob_flag(util::Knob::kTrace);
-    if (!enabled) return nullptr;
-    if (impl.ht_trace_host == nullptr) {  // one slot array per traced op
-        const auto slots = util::allocate_mapped_host<uint64_t>(2 * device::kHtTraceSlots);
-        impl.ht_trace_host = slots.host;
-        impl.ht_trace_device = slots.device;
-    }
-    static const char* const kDispatchNames[device::kHtDispatchMarks] = {"start",
-                                                                         "layout end",
-                                                                         "layout loaded",
-                                                                         "layout published",
-                                                                         "layout looked back",
-                                                                         "dispatch start",
-                                                                         "layout done",
-                                                                         "notified",
-                                                                         "counts in",
-                                                                         "sent",
-                                                                         "first sent",
-                                                                         "signalled",
-                                                                         "rows in",
-                                                                         "end",
-                                                                         "receive start",
-                                                                         "receive end"};
+// The HT ops' timelines (SWITCHYARD_TRACE=1; common/trace_marks.cuh lists the marks).
+device::OpTrace ht_trace(Buffer::Impl& impl, core::TracedOp op) {
+    static const char* const kDispatchNames[device::kHtDispatchMarks] = {
+        "start",        "routing end",    "routing loaded", "routing published", "routing looked back",
+        "dispatch start", "routing done", "notified",       "counts in",         "sent",
+        "first sent",   "signalled",      "rows in",        "end",               "receive start",
+        "receive end"};
     static const char* const kCombineNames[device::kHtCombineMarks] = {
         "start", "entered", "senders done", "publisher done", "reduce done", "first reduce done", "end"};
-    const bool dispatch = op == HtTracedOp::kDispatch;
-    const int marks = dispatch ? int(device::kHtDispatchMarks) : int(device::kHtCombineMarks);
-    const char* const* names = dispatch ? kDispatchNames : kCombineNames;
-    const int64_t first = int64_t(op) * device::kHtTraceSlots;
-    volatile uint64_t* slots = impl.ht_trace_host + first;
-    if (slots[device::kHtTraceReady] == 1) {
-        std::ostringstream line;
-        line << "[switchyard ht trace] rank " << impl.communicator->rank()
-             << (dispatch ? " dispatch" : " combine") << " (us after start):";
-        for (int mark = 1; mark < marks; ++mark) {
-            line << " " << names[mark] << " ";
-            if (slots[mark] == 0)
-                line << "-";
-            else
-                line << double(int64_t(slots[mark] - slots[0])) * 1e-3;
-        }
-        line << "\n";
-        std::fputs(line.str().c_str(), stderr);
-        for (int slot = 0; slot < device::kHtTraceSlots; ++slot) slots[slot] = 0;
-    }
-    return impl.ht_trace_device + first;
+    static const core::TracedOpMarks kDispatch{"ht dispatch", kDispatchNames, device::kHtDispatchMarks};
+    static const core::TracedOpMarks kCombine{"ht combine", kCombineNames, device::kHtCombineMarks};
+    return impl.tracer->begin(op, op == core::TracedOp::kHtDispatch ? kDispatch : kCombine);
 }
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
@@ -269,7 +229,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
 
     result.done = impl.run_ordered(stream, args.order, [&] {
         const launch::LaunchContext context = impl.context(stream);
-        uint64_t* const trace = ht_trace(impl, HtTracedOp::kDispatch);
+        const device::OpTrace trace = ht_trace(impl, core::TracedOp::kHtDispatch);
         if (cached) {
             handle->token_rank_slot = cached->token_rank_slot;
             handle->token_expert_pos = cached->token_expert_pos;
@@ -311,7 +271,7 @@ static DispatchResult run_dispatch(Buffer& buffer, Buffer::Impl& impl, const Dis
                 layout.weights_row_stride = checked.topk_weights.strides[0];
                 layout.weights_copy = handle->topk_weights.data<float>();
             }
-            if (trace) layout.trace_counters = context.layout.workspace.counters(context.local_base);
+            layout.trace = trace;
             // The layout kernel sends the counts notify as soon as it has the totals.
             layout.notify = launch::ht_notify_target(context, L);
             launch::launch_routing(context, layout, checked.topk_idx.dtype == DType::kInt64);
@@ -577,7 +537,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         combine.out_stride = result.out.view().strides[0];
         combine.combined_weights =
             result.combined_topk_weights.defined() ? result.combined_topk_weights.data<float>() : nullptr;
-        combine.trace = ht_trace(impl, HtTracedOp::kCombine);
+        combine.trace = ht_trace(impl, core::TracedOp::kHtCombine);
         launch::launch_ht_combine(context, combine, num_sms);
     });
     return result;

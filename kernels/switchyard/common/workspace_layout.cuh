@@ -10,7 +10,7 @@
 
 namespace switchyard::device {
 
-constexpr int32_t kHtTraceMaxMarks = 16;  // marks of the longest HT op timeline (dispatch: 16)
+constexpr int32_t kTraceMaxMarks = 16;  // marks of the longest op timeline (common/op_trace.cuh)
 
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {
@@ -54,11 +54,11 @@ enum Counter : int32_t {
     kCounterHtLastDispatch = 22,
     // Combine rows claimed by sender warps in the running op (claimed sends; the last block resets it).
     kCounterHtNextSendItem = 23,
-    // SWITCHYARD_HT_TRACE only: one counter per mark of the running op's timeline (common/op_trace.cuh),
+    // SWITCHYARD_TRACE only: one counter per mark of the running op's timeline (common/op_trace.cuh),
     // and the blocks of its last kernel done (the last one copies the marks out and resets them).
-    kCounterHtTraceFirst = 24,
-    kCounterHtTraceBlocks = kCounterHtTraceFirst + kHtTraceMaxMarks,
-    kNumCounters = kCounterHtTraceBlocks + 1,
+    kCounterTraceFirst = 24,
+    kCounterTraceBlocks = kCounterTraceFirst + kTraceMaxMarks,
+    kNumCounters = kCounterTraceBlocks + 1,
 };
 
 // 64-bit words of the HT notify entry one source writes to each destination: {sequence,

@@ -32,6 +32,7 @@
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "switchyard/ht/combine_publish.cuh"
 #include "switchyard/common/op_trace.cuh"
+#include "switchyard/common/trace_marks.cuh"
 #include "switchyard/transport/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 
@@ -402,9 +403,9 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
 }
 
 // Lane 0 of a warp that has nothing left to reduce: the first and the last such warp are marked.
-SY_DEVICE void trace_reduced(const void* trace, uint64_t* counters) {
-    trace_mark(trace, counters, kHtCombineReduced);
-    trace_mark(trace, counters, kHtCombineFirstReduced, true);
+SY_DEVICE void trace_reduced(const OpTrace& trace) {
+    trace_mark(trace, kHtCombineReduced);
+    trace_mark(trace, kHtCombineFirstReduced, true);
 }
 
 // Reduces whole chunk `chunk` after waiting for its rows; false when the wait failed.
@@ -501,7 +502,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
     const uint64_t sequence = counters[kCounterHt] + 1;
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineStart, true);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtCombineStart, true);
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int num_warps = blockDim.x / 32;
     const int warp = threadIdx.x / 32;
@@ -535,7 +536,7 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                 ok = 0;
     }
     __syncthreads();
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineEntered);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtCombineEntered);
 
     // The per-source row offsets are read once per block, into shared memory.
     const HtRecvInfoLayout info{c.num_ranks, c.local_experts};
@@ -603,10 +604,10 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
                 ht_detail::signal_arrivals(c, group, my_home, my_token, my_written);
         }
         if (publishers) ht_detail::finish_queueing(publish_queues);
-        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombineSent);
+        if (ptx::lane_id() == 0) trace_mark(args.trace, kHtCombineSent);
     } else if (ok && warp < send_warps + publishers) {
         ht_detail::publish_rows(c, publish_queues, send_warps);
-        if (ptx::lane_id() == 0) ht_detail::trace_mark(args.trace, counters, kHtCombinePublished);
+        if (ptx::lane_id() == 0) trace_mark(args.trace, kHtCombinePublished);
     }
     // The reduce (reduce_items): the reducer warps and, in the publisher kernel with many tokens,
     // the senders and the publisher once their rows are out. Its unit: whole chunks of home tokens
@@ -626,11 +627,11 @@ __global__ void __launch_bounds__(512, 1) ht_combine_kernel(const __grid_constan
         const int reducer = int(blockIdx.x) * reduce_warps + (warp - send_warps - publishers);
         ht_detail::reduce_items(args, counters, chunks, tail_chunks, max_parts, claimed, reducer, reducers,
                                 row_offsets[c.rank]);
-        if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace, counters);
+        if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.trace);
     }
 
     // finish (no system fences: the arrival counters carry the rows' completion, finish_locally)
-    ht_detail::trace_finish(args.trace, counters, kHtCombineEnd, kHtCombineMarks, kHtCombineFirstMarks);
+    trace_finish(args.trace, kHtCombineEnd, kHtCombineMarks, kHtCombineFirstMarks);
     ht_detail::finish_locally(c, counters, c.layout.workspace.ht_combine_done_offset, sequence);
 }
 

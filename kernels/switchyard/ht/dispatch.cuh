@@ -30,6 +30,7 @@
 #include "switchyard/transport/completion.cuh"
 #include "switchyard/ht/ht_args.cuh"
 #include "switchyard/common/op_trace.cuh"
+#include "switchyard/common/trace_marks.cuh"
 
 namespace switchyard::device {
 
@@ -379,7 +380,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     __shared__ __align__(8) uint64_t stage_barriers[16][2];
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchStart, true);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchStart, true);
     // The op's sequence: the counter was last written by the previous op's kernels, which ended
     // before the layout kernel began, so it is read before the wait below (one round trip less
     // after it).
@@ -389,7 +390,7 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     // receive kernel be scheduled, to wait in turn at its start.
     ptx::grid_dependency_wait();
     ptx::launch_dependents();
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchLayoutDone);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchRoutingDone);
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     const int warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
     const uint32_t lane = ptx::lane_id();
@@ -405,9 +406,9 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     if (threadIdx.x == 0) announce = blockIdx.x == 0 && !args.counts_notified && !is_poisoned(c.diagnostics);
     __syncthreads();
     if (announce) ht_detail::notify_peers(args, sequence);
-    if (announce && threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchNotified);
+    if (announce && threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
     bool ok = ht_detail::wait_for_counts(c, sequence, dest_offset);
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchCounts);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchCounts);
     // (dest_offset is complete after the wait's closing barrier: the sends need no other.)
     if (ok && blockIdx.x == 0) ht_detail::publish_recv_info(args);
 
@@ -455,8 +456,8 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
         }
         if (lane == 0) {
             ptx::bulk_wait<0>();
-            ht_detail::trace_mark(args.trace, counters, kHtDispatchSent);
-            ht_detail::trace_mark(args.trace, counters, kHtDispatchFirstSent, true);
+            trace_mark(args.trace, kHtDispatchSent);
+            trace_mark(args.trace, kHtDispatchFirstSent, true);
         }
         __syncwarp();
     }
@@ -465,19 +466,19 @@ __global__ void __launch_bounds__(512, 1) ht_dispatch_kernel(const __grid_consta
     ptx::fence_proxy_async_global();
     ht_detail::finish_and_signal(c, counters, c.layout.workspace.ht_dispatch_done_offset, sequence,
                                  kCounterHtLastDispatch);
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchSignalled);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchSignalled);
 
     // The op is complete here once every source's rows have landed.
     if (blockIdx.x == 0 && ok) {
         for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x) {
             wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence,
                               c.diagnostics, kPhaseHtData, source, ht_detail::peer_details(c, source));
-            ht_detail::trace_mark(args.trace, counters, kHtDispatchArrived);
+            trace_mark(args.trace, kHtDispatchArrived);
         }
     }
-    if (args.trace != nullptr) {
+    if (args.trace.slots != nullptr) {
         __syncthreads();
-        if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtDispatchEnd);
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchEnd);
     }
 }
 

@@ -5,6 +5,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/op_trace.cuh"
 #include "switchyard/common/record_layout.cuh"
 
 namespace switchyard::device {
@@ -65,7 +66,7 @@ struct HtDispatchArgs {
     int32_t masked_layout;  // expert offsets are e * R * T_max instead of aligned prefix sums
     int32_t* host_counts;   // mapped host memory or null: [0] = ready flag, [1] = rows, [2] = expert rows,
                             // [3..3+L) per-expert counts
-    uint64_t* trace;        // SWITCHYARD_HT_TRACE=1: the op's timeline (common/op_trace.cuh), else null
+    OpTrace trace;  // SWITCHYARD_TRACE=1: the op's timeline (common/op_trace.cuh); null slots when off
 };
 
 struct HtReceiveArgs {
@@ -85,7 +86,7 @@ struct HtReceiveArgs {
     uint32_t* out_scales;   // [rows, words]
     float* out_weights;     // [rows]
     int32_t* out_num_rows;  // [1] rows written incl. padding (rank-major: valid rows)
-    uint64_t* trace;        // SWITCHYARD_HT_TRACE=1: the dispatch's timeline (common/op_trace.cuh), else null
+    OpTrace trace;  // SWITCHYARD_TRACE=1: the op's timeline (common/op_trace.cuh); null slots when off
 };
 
 struct HtCombineArgs {
@@ -122,7 +123,7 @@ struct HtCombineArgs {
     uint16_t* out;                       // [T, H]
     int64_t out_stride;                  // elements
     float* combined_weights;             // [T, K] or null
-    uint64_t* trace;  // SWITCHYARD_HT_TRACE=1: mapped host [kHtTraceSlots] (common/op_trace.cuh), else null
+    OpTrace trace;  // SWITCHYARD_TRACE=1: the op's timeline (common/op_trace.cuh); null slots when off
 };
 
 }  // namespace switchyard::device

@@ -10,6 +10,7 @@
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/ht/ht_args.cuh"
 #include "switchyard/common/op_trace.cuh"
+#include "switchyard/common/trace_marks.cuh"
 
 namespace switchyard::device {
 
@@ -38,7 +39,7 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
     const int32_t rows = recv_info[info.row_offsets() + c.num_ranks];  // loaded beside the poison check
     if (is_poisoned(c.diagnostics)) return;  // the dispatch failed: its rows are not all there
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace, counters, kHtReceiveStart, true);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtReceiveStart, true);
     const RecordLayout& r = args.record;
     const uint8_t* region = c.local_base + c.layout.ht_dispatch_offset;
     const uint32_t lane = ptx::lane_id();
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(256, 1) ht_receive_kernel(const __grid_constan
             if (lane == 0 && args.out_weights) args.out_weights[row] = 0.0f;
         }
     }
-    ht_detail::trace_finish(args.trace, counters, kHtReceiveEnd, kHtDispatchMarks, kHtDispatchFirstMarks);
+    trace_finish(args.trace, kHtReceiveEnd, kHtDispatchMarks, kHtDispatchFirstMarks);
 }
 
 #endif

@@ -32,6 +32,7 @@
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/op_trace.cuh"
+#include "switchyard/common/trace_marks.cuh"
 
 namespace switchyard::device {
 
@@ -57,7 +58,7 @@ struct RoutingArgs {
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
     int32_t histogram;         // per-warp counts in shared memory (else warps take turns)
     Diagnostics diagnostics;
-    uint64_t* trace_counters;  // SWITCHYARD_HT_TRACE=1: the workspace counters of the dispatch's timeline
+    OpTrace trace;  // SWITCHYARD_TRACE=1: the HT dispatch's timeline (common/op_trace.cuh); null slots when off
     HtNotifyTarget notify;     // an HT dispatch's counts notify (peer_bases null: none)
 };
 
@@ -292,7 +293,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
     if (threadIdx.x == 0)
-        ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutStart, true);
+        trace_mark(args.trace, kHtRoutingStart, true);
     // Thread 0 reads the epoch now, before this block publishes (the epoch cannot advance until
     // every block has), but waits for the load only at its first publish: a barrier here would put
     // the load's round trip before the routing's own loads.
@@ -311,7 +312,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
         const bool chunk_invalid = routing_detail::stage_entry<IndexT>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
         if (threadIdx.x == 0)
-            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLoaded);
+            trace_mark(args.trace, kHtRoutingLoaded);
         const int32_t id = ids[threadIdx.x];
         const int rank = id >= 0 ? id / experts_per_rank : -1;
         const bool lead = leads[threadIdx.x] != 0;
@@ -326,7 +327,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
             ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
                                 layout_total_word(epoch, totals[column], chunk_invalid));
         if (threadIdx.x == 0)
-            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutPublished);
+            trace_mark(args.trace, kHtRoutingPublished);
 
         // The notify's poison check and op sequence (below) are loaded now, beside the earlier
         // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
@@ -346,7 +347,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
         if (!__syncthreads_and(looked_back)) return;
         const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
         if (threadIdx.x == 0)
-            ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutLookedBack);
+            trace_mark(args.trace, kHtRoutingLookedBack);
         if (last_chunk) {
             for (int column = threadIdx.x; column < columns; column += blockDim.x) {
                 const int32_t total = starts[column] + totals[column];
@@ -365,7 +366,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
                     },
                     [&](int32_t expert) { return starts[expert] + totals[expert]; });
                 if (threadIdx.x == 0)
-                    ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtDispatchNotified);
+                    trace_mark(args.trace, kHtDispatchNotified);
             }
         }
         if (entry.in_chunk) {
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
         }
         __syncthreads();  // the shared arrays are reused by the next chunk
     }
-    if (threadIdx.x == 0) ht_detail::trace_mark(args.trace_counters, args.trace_counters, kHtLayoutEnd);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingEnd);
 }
 
 #endif

@@ -1,0 +1,48 @@
+// The marks of every traced op (common/op_trace.cuh), in one place so the host prints them by the
+// same numbering the kernels record. A "first" mark records the earliest time any thread reached
+// it; every other mark the latest.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+
+namespace switchyard::device {
+
+// HT dispatch: its three kernels (routing, dispatch, receive) share one timeline.
+enum HtDispatchMark : int32_t {
+    kHtRoutingStart = 0,     // first: the first routing block started
+    kHtRoutingEnd,           // the last routing block ended
+    kHtRoutingLoaded,        // the last routing block has its chunk's routing staged
+    kHtRoutingPublished,     // the last routing block published its chunk's totals
+    kHtRoutingLookedBack,    // the last routing block has every earlier chunk's totals
+    kHtDispatchStart,        // first: the first dispatch block started (the routing may still run)
+    kHtDispatchRoutingDone,  // every dispatch block past its wait for the routing kernel
+    kHtDispatchNotified,     // the counts went to every peer
+    kHtDispatchCounts,       // every block has all peers' counts (the entry handshake)
+    kHtDispatchSent,         // the last warp's rows issued and drained
+    kHtDispatchFirstSent,    // first: the first warp's rows issued and drained (with Sent: the spread)
+    kHtDispatchSignalled,    // the last block raised "done" at every destination
+    kHtDispatchArrived,      // every source's "done" seen here
+    kHtDispatchEnd,          // the last dispatch block ended
+    kHtReceiveStart,         // first: a receive block past its wait for the dispatch kernel
+    kHtReceiveEnd,           // the last receive block ended
+    kHtDispatchMarks,
+};
+constexpr uint32_t kHtDispatchFirstMarks = (1u << kHtRoutingStart) | (1u << kHtDispatchStart) |
+                                           (1u << kHtDispatchFirstSent) | (1u << kHtReceiveStart);
+
+enum HtCombineMark : int32_t {
+    kHtCombineStart = 0,     // first: the first block started
+    kHtCombineEntered,       // every block past the entry handshake
+    kHtCombineSent,          // the last sender warp's rows written
+    kHtCombinePublished,     // the last publisher's arrivals raised
+    kHtCombineReduced,       // the last warp finished reducing
+    kHtCombineFirstReduced,  // first: the first warp found nothing left to reduce
+    kHtCombineEnd,           // the last block ended
+    kHtCombineMarks,
+};
+constexpr uint32_t kHtCombineFirstMarks = (1u << kHtCombineStart) | (1u << kHtCombineFirstReduced);
+
+static_assert(kHtDispatchMarks <= kTraceMaxMarks && kHtCombineMarks <= kTraceMaxMarks);
+
+}  // namespace switchyard::device
