@@ -113,6 +113,7 @@ const Kernel& get_kernel(const KernelSource& source, int device, const CompileOp
 class CachedKernel {
   public:
     explicit CachedKernel(KernelSource source) : source_(std::move(source)) {}
+    const KernelSource& source() const { return source_; }
     const Kernel& get(int device) const {
         if (device >= 0 && device < kMaxDevices)
             if (const Kernel* kernel = loaded_[device].load(std::memory_order_acquire)) return *kernel;

@@ -1,5 +1,6 @@
 // Launcher of the cross-rank barrier kernel.
 #include "jit/jit.hpp"
+#include "launch/kernel_catalog.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/transport/barrier.cuh"
 
@@ -34,6 +35,10 @@ void launch_barrier(const LaunchContext& context) {
     config.block[0] = kBarrierThreads;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
+}
+
+std::vector<jit::KernelSource> barrier_catalog() {
+    return {cached_barrier().source()};
 }
 
 }  // namespace switchyard::launch

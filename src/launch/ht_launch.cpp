@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "jit/jit.hpp"
+#include "launch/kernel_catalog.hpp"
 #include "switchyard/ht/combine_bulk_send.cuh"
 #include "util/env_knobs.hpp"
 
@@ -118,6 +119,10 @@ void launch_ht_combine(const LaunchContext& context, const device::HtCombineArgs
     config.stream = context.stream;
     config.cooperative = true;
     jit::launch(kernel, config, &args, sizeof(args));
+}
+
+std::vector<jit::KernelSource> ht_catalog(const CatalogShape&) {
+    return {cached_ht_dispatch().source(), cached_ht_receive().source(), cached_ht_combine(true).source()};
 }
 
 }  // namespace switchyard::launch

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "jit/jit.hpp"
+#include "launch/kernel_catalog.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/errors.hpp"
 
@@ -52,6 +53,10 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
     config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
+}
+
+std::vector<jit::KernelSource> routing_catalog() {
+    return {cached_layout(false).source(), cached_layout(true).source()};
 }
 
 }  // namespace switchyard::launch

@@ -7,27 +7,23 @@
 
 #include "common/testing.hpp"
 #include "jit/jit.hpp"
+#include "launch/kernel_catalog.hpp"
 
 using namespace switchyard;
 
 namespace {
 
-const std::vector<jit::KernelSource>& families() {
-    static const std::vector<jit::KernelSource> sources = {
-        {"barrier", "switchyard/transport/barrier.cuh", "switchyard::device::barrier_kernel<128>"},
-        {"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
-         "switchyard::device::routing_kernel<long long>"},
-        {"ht_dispatch", "switchyard/ht/dispatch.cuh", "switchyard::device::ht_dispatch_kernel"},
-        {"ht_receive", "switchyard/ht/receive.cuh", "switchyard::device::ht_receive_kernel"},
-        {"ht_combine", "switchyard/ht/combine.cuh", "switchyard::device::ht_combine_kernel<true>"},
-        {"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"},
-        {"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
-         "switchyard::device::coresidency_probe_kernel"},
-        {"ll_dispatch", "switchyard/ll/dispatch.cuh",
-         "switchyard::device::ll_dispatch_kernel<8, 7168, 8, 1, long long, 3, false>"},
-        {"ll_combine", "switchyard/ll/combine.cuh",
-         "switchyard::device::ll_combine_kernel<8, 7168, 8, long long, 3, false, false>"},
-    };
+// The first instantiation of each family in the launchers' catalog, and the tests' own kernels.
+std::vector<jit::KernelSource> families() {
+    std::vector<jit::KernelSource> sources;
+    for (const jit::KernelSource& source : launch::kernel_catalog()) {
+        bool seen = false;
+        for (const auto& known : sources) seen = seen || known.family == source.family;
+        if (!seen) sources.push_back(source);
+    }
+    sources.push_back({"peer_store", "switchyard/testing/peer_store.cuh", "switchyard::device::peer_store_kernel"});
+    sources.push_back({"coresidency_probe", "switchyard/testing/coresidency_probe.cuh",
+                       "switchyard::device::coresidency_probe_kernel"});
     return sources;
 }
 
@@ -53,7 +49,7 @@ SY_TEST(KernelFamilies, CompileForSm100a) {
     // One family is enough to show the headers are not Hopper-only.
     jit::CompileOptions options;
     options.arch = "sm_100a";
-    const jit::CompiledKernel compiled = jit::compile(families()[1], options);
+    const jit::CompiledKernel compiled = jit::compile(launch::routing_catalog()[0], options);
     SY_CHECK(compiled.cubin.size() > 4);
 }
 

@@ -1,0 +1,28 @@
+// Every kernel instantiation the launchers can produce, per kernel family, for one shape: the
+// instantiations differ in their discrete template arguments (scale kind, layout, reduction, index
+// type, halves), the shape's hidden size and top-k fill in the rest. Each launcher lists its own
+// family (it is the only place that spells its template arguments); the CPU tests compile one
+// instantiation per family and check that the catalog is well formed, the GPU suite compiles all.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "jit/jit.hpp"
+
+namespace switchyard::launch {
+
+struct CatalogShape {
+    int hidden = 7168;
+    int topk = 8;
+};
+
+std::vector<jit::KernelSource> barrier_catalog();
+std::vector<jit::KernelSource> routing_catalog();
+std::vector<jit::KernelSource> ht_catalog(const CatalogShape& shape);
+std::vector<jit::KernelSource> ll_catalog(const CatalogShape& shape);
+
+// All of the above, in that order.
+std::vector<jit::KernelSource> kernel_catalog(const CatalogShape& shape = {});
+
+}  // namespace switchyard::launch
