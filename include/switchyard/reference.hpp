@@ -182,6 +182,12 @@ struct CombineOptions {
     // Contributions of these ranks count as absent (their CombineInput is not read); an absent
     // home rank's output is all zero. Ranks absent at dispatch are absent here too.
     std::vector<bool> absent_ranks;
+    // Ranks on several nodes (equal, contiguous blocks of R / num_nodes ranks): the node-level
+    // reduction of DESIGN.md §2 "Several nodes". Each node's contributions are summed in fp32 in
+    // the order the single-node combine uses (restricted to that node's ranks) and rounded to bf16
+    // once; the home sums those node partials over nodes ascending after the biases and rounds
+    // once. A node without a contribution to a token adds nothing. 1 = the single-node rules.
+    int num_nodes = 1;
 };
 
 struct CombineOutput {
@@ -194,6 +200,8 @@ struct CombineOutput {
 //  Expert-major, flat: out[t] = bf16(bias0 + bias1 + sum over k ascending of (w_k *) y(s,t,k)).
 //  Expert-major, hierarchical: out[t] = bf16(bias0 + bias1 + sum over q ascending of
 //      float(bf16(sum over k ascending owned by q of (w_k *) y(s,t,k)))).
+//  Several nodes (CombineOptions::num_nodes > 1): out[t] = bf16(bias0 + bias1 + sum over nodes m
+//      ascending of float(bf16(the rule above over the ranks of node m, without the biases)).
 //  Tokens routed nowhere yield the bias terms (or zero).
 //  combined_topk_weights[t][k] = the weight sent back by the owner of expert k's row (0 for -1).
 std::vector<CombineOutput> combine(const Routing& routing, const std::vector<CombineInput>& inputs,

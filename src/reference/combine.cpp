@@ -95,6 +95,11 @@ std::vector<CombineOutput> combine(const Routing& routing, const std::vector<Com
             "apply to expert-major layouts only");
 
     // Ranks absent at dispatch received nothing; ranks absent now send nothing back.
+    const int num_nodes = options.num_nodes;
+    if (num_nodes < 1 || num_ranks % num_nodes != 0)
+        detail::fail("combine: num_nodes = ", num_nodes, " must be at least 1 and divide the ", num_ranks,
+                     " ranks (nodes are equal, contiguous blocks of ranks)");
+    const int ranks_per_node = num_ranks / num_nodes;
     const std::vector<bool> dispatch_absent =
         detail::absent_mask(routing.options.absent_ranks, num_ranks, "DispatchOptions");
     const std::vector<bool> combine_absent =
@@ -144,35 +149,56 @@ std::vector<CombineOutput> combine(const Routing& routing, const std::vector<Com
             return options.weighted ? std::fmaf(weights[slot], y, acc) : acc + y;
         };
 
+        // The single-node order restricted to receiving ranks [first, last): added to `acc`; `any`
+        // says whether one of them contributed.
+        auto contributions = [&](float acc, int first, int last, size_t t, size_t h, bool& any) {
+            if (rank_major) {
+                for (int q = first; q < last; ++q) {
+                    const int64_t row = index.token_row[q][s][t];
+                    if (missing[q] || row < 0) continue;
+                    any = true;
+                    acc += bf16_to_float(inputs[q].y[row * hidden + h]);
+                }
+            } else if (options.hierarchical) {
+                // Each receiver reduces its own slots (k ascending) and rounds the partial to bf16.
+                for (int q = first; q < last; ++q) {
+                    if (missing[q]) continue;
+                    bool mine = false;
+                    float partial = 0.0f;
+                    for (size_t k = 0; k < topk; ++k) {
+                        if (owner(t * topk + k) != q) continue;
+                        mine = true;
+                        partial = add_slot(partial, t * topk + k, h);
+                    }
+                    if (mine) acc += bf16_to_float(float_to_bf16(partial));
+                    any = any || mine;
+                }
+            } else {
+                for (size_t k = 0; k < topk; ++k) {
+                    const int q = owner(t * topk + k);
+                    if (q < first || q >= last || missing[q]) continue;
+                    any = true;
+                    acc = add_slot(acc, t * topk + k, h);
+                }
+            }
+            return acc;
+        };
+
         for (size_t t = 0; t < num_tokens; ++t) {
             for (size_t h = 0; h < hidden; ++h) {
                 float acc = 0.0f;
                 if (!bias0.empty()) acc += bf16_to_float(bias0[t * hidden + h]);
                 if (!bias1.empty()) acc += bf16_to_float(bias1[t * hidden + h]);
-                if (rank_major) {
-                    for (int q = 0; q < num_ranks; ++q) {
-                        const int64_t row = index.token_row[q][s][t];
-                        if (missing[q] || row < 0) continue;
-                        acc += bf16_to_float(inputs[q].y[row * hidden + h]);
-                    }
-                } else if (options.hierarchical) {
-                    // Each receiver reduces its own slots (k ascending) and rounds the partial to bf16.
-                    for (int q = 0; q < num_ranks; ++q) {
-                        if (missing[q]) continue;
-                        bool any = false;
-                        float partial = 0.0f;
-                        for (size_t k = 0; k < topk; ++k) {
-                            if (owner(t * topk + k) != q) continue;
-                            any = true;
-                            partial = add_slot(partial, t * topk + k, h);
-                        }
-                        if (any) acc += bf16_to_float(float_to_bf16(partial));
-                    }
+                bool any = false;
+                if (num_nodes == 1) {
+                    acc = contributions(acc, 0, num_ranks, t, h, any);
                 } else {
-                    for (size_t k = 0; k < topk; ++k) {
-                        const int q = owner(t * topk + k);
-                        if (q < 0 || missing[q]) continue;
-                        acc = add_slot(acc, t * topk + k, h);
+                    // Several nodes: one bf16 partial per node, summed over nodes ascending.
+                    for (int node = 0; node < num_nodes; ++node) {
+                        bool from_node = false;
+                        const float partial = contributions(0.0f, node * ranks_per_node,
+                                                            (node + 1) * ranks_per_node, t, h, from_node);
+                        if (from_node) acc += bf16_to_float(float_to_bf16(partial));
                     }
                 }
                 out.out[t * hidden + h] = float_to_bf16(acc);
