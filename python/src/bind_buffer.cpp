@@ -173,7 +173,7 @@ OpOrder make_order(nb::handle after, bool async_op) {
     return order;
 }
 
-nb::object dispatch_common(PyBuffer& self, const PyDispatchHandle* cached, nb::handle x, nb::handle topk_idx,
+PyDispatchResult* dispatch_common(PyBuffer& self, const PyDispatchHandle* cached, nb::handle x, nb::handle topk_idx,
                            int num_experts, nb::handle x_scales, nb::handle topk_weights, nb::handle layout,
                            int expert_alignment, bool zero_padding, bool quantize_fp8, nb::handle quantize_format,
                            nb::handle counts, int num_sms, nb::handle after, bool async_op, nb::handle stream) {
@@ -205,7 +205,7 @@ nb::object dispatch_common(PyBuffer& self, const PyDispatchHandle* cached, nb::h
     result->event = make_event(self, result->result.done, async_op, inputs, framework);
     PyDispatchHandle handle{result->result.handle, framework, cached ? cached->layout : args.layout};
     result->handle = nb::cast(std::move(handle));
-    return nb::cast(result.release(), nb::rv_policy::take_ownership);
+    return result.release();
 }
 
 LowLatencyDispatchArgs ll_dispatch_args(Inputs& inputs, nb::handle x, nb::handle topk_idx, int num_experts,
@@ -361,7 +361,7 @@ void bind_buffer(nb::module_& m) {
                                        expert_alignment, zero_padding, quantize_fp8, quantize_format, counts, num_sms,
                                        after, async_op, stream);
             },
-            "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "x_scales"_a = nb::none(),
+            nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "x_scales"_a = nb::none(),
             "topk_weights"_a = nb::none(), "layout"_a = RecvLayout::kRankMajor, "expert_alignment"_a = 1,
             "zero_padding"_a = false, "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32,
             "counts"_a = CountMode::kHostSynced, "num_sms"_a = 0, "after"_a = nb::none(), "async_op"_a = false,
@@ -376,7 +376,7 @@ void bind_buffer(nb::module_& m) {
                                        1, false, quantize_fp8, quantize_format, nb::cast(CountMode::kHostSynced),
                                        num_sms, after, async_op, stream);
             },
-            "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a = nb::none(), "topk_weights"_a = nb::none(),
+            nb::rv_policy::take_ownership, "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a = nb::none(), "topk_weights"_a = nb::none(),
             "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32, "num_sms"_a = 0,
             "after"_a = nb::none(), "async_op"_a = false, "stream"_a = nb::none(),
             "Dispatch new data with the routing of `handle` (byte-identical layouts; the backward of combine).")
