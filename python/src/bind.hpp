@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>  // in every file: nb::cast<std::string> must be the same everywhere
 
 namespace switchyard::python {
 

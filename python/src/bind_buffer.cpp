@@ -327,7 +327,7 @@ void bind_buffer(nb::module_& m) {
                 nb::gil_scoped_release release;
                 buffer.barrier(caller);
             },
-            "stream"_a = nb::none(), "Cross-rank barrier on the GPU: `stream` continues once every rank arrived.")
+            "stream"_a.none() = nb::none(), "Cross-rank barrier on the GPU: `stream` continues once every rank arrived.")
         .def(
             "get_dispatch_layout",
             [](PyBuffer& self, nb::handle topk_idx, int num_experts, nb::handle num_tokens_per_rank,
@@ -347,8 +347,8 @@ void bind_buffer(nb::module_& m) {
                 buffer.get_dispatch_layout(idx, num_experts, out, caller);
             },
             "topk_idx"_a, "num_experts"_a, nb::kw_only(), "num_tokens_per_rank"_a, "num_tokens_per_expert"_a,
-            "token_rank_slot"_a, "token_in_rank"_a = nb::none(), "token_expert_pos"_a = nb::none(),
-            "stream"_a = nb::none(),
+            "token_rank_slot"_a, "token_in_rank"_a.none() = nb::none(), "token_expert_pos"_a.none() = nb::none(),
+            "stream"_a.none() = nb::none(),
             "Dispatch layout of topk_idx into caller-allocated device tensors (int32 [R], int32 [E], int32 [T, R], "
             "optional bool/uint8 [T, R], optional int32 [T, K]). Synchronous with the caller's stream.")
         .def(
@@ -361,11 +361,11 @@ void bind_buffer(nb::module_& m) {
                                        expert_alignment, zero_padding, quantize_fp8, quantize_format, counts, num_sms,
                                        after, async_op, stream);
             },
-            nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "x_scales"_a = nb::none(),
-            "topk_weights"_a = nb::none(), "layout"_a = RecvLayout::kRankMajor, "expert_alignment"_a = 1,
+            nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "x_scales"_a.none() = nb::none(),
+            "topk_weights"_a.none() = nb::none(), "layout"_a = RecvLayout::kRankMajor, "expert_alignment"_a = 1,
             "zero_padding"_a = false, "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32,
-            "counts"_a = CountMode::kHostSynced, "num_sms"_a = 0, "after"_a = nb::none(), "async_op"_a = false,
-            "stream"_a = nb::none(),
+            "counts"_a = CountMode::kHostSynced, "num_sms"_a = 0, "after"_a.none() = nb::none(), "async_op"_a = false,
+            "stream"_a.none() = nb::none(),
             "High-throughput dispatch of x ([T, H] bf16, or fp8 with x_scales) to the ranks owning its top-k experts.")
         .def(
             "cached_dispatch",
@@ -376,9 +376,9 @@ void bind_buffer(nb::module_& m) {
                                        1, false, quantize_fp8, quantize_format, nb::cast(CountMode::kHostSynced),
                                        num_sms, after, async_op, stream);
             },
-            nb::rv_policy::take_ownership, "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a = nb::none(), "topk_weights"_a = nb::none(),
+            nb::rv_policy::take_ownership, "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a.none() = nb::none(), "topk_weights"_a.none() = nb::none(),
             "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32, "num_sms"_a = 0,
-            "after"_a = nb::none(), "async_op"_a = false, "stream"_a = nb::none(),
+            "after"_a.none() = nb::none(), "async_op"_a = false, "stream"_a.none() = nb::none(),
             "Dispatch new data with the routing of `handle` (byte-identical layouts; the backward of combine).")
         .def(
             "combine",
@@ -412,10 +412,10 @@ void bind_buffer(nb::module_& m) {
                 result->event = make_event(self, result->result.done, async_op, inputs, framework);
                 return result.release();
             },
-            nb::rv_policy::take_ownership, "handle"_a, "y"_a, nb::kw_only(), "row_weights"_a = nb::none(),
-            "topk_weights"_a = nb::none(), "bias0"_a = nb::none(), "bias1"_a = nb::none(), "weighted"_a = false,
-            "hierarchical"_a = false, "out"_a = nb::none(), "num_sms"_a = 0, "after"_a = nb::none(),
-            "async_op"_a = false, "stream"_a = nb::none(),
+            nb::rv_policy::take_ownership, "handle"_a, "y"_a, nb::kw_only(), "row_weights"_a.none() = nb::none(),
+            "topk_weights"_a.none() = nb::none(), "bias0"_a.none() = nb::none(), "bias1"_a.none() = nb::none(), "weighted"_a = false,
+            "hierarchical"_a = false, "out"_a.none() = nb::none(), "num_sms"_a = 0, "after"_a.none() = nb::none(),
+            "async_op"_a = false, "stream"_a.none() = nb::none(),
             "Combine rows laid out as `handle`'s dispatch produced them back to their home ranks (also the "
             "backward of dispatch).")
         .def(
@@ -446,10 +446,10 @@ void bind_buffer(nb::module_& m) {
                 return result.release();
             },
             nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(),
-            "topk_weights"_a = nb::none(), "use_fp8"_a = true, "scale_format"_a = ScaleFormat::kFloat32,
-            "cumulative_local_expert_recv_stats"_a = nb::none(), "wait_time_stats"_a = nb::none(),
+            "topk_weights"_a.none() = nb::none(), "use_fp8"_a = true, "scale_format"_a = ScaleFormat::kFloat32,
+            "cumulative_local_expert_recv_stats"_a.none() = nb::none(), "wait_time_stats"_a.none() = nb::none(),
             "return_recv_hook"_a = false, "layout"_a = RecvLayout::kExpertMasked, "expert_alignment"_a = 1,
-            "zero_padding"_a = false, "after"_a = nb::none(), "async_op"_a = false, "stream"_a = nb::none(),
+            "zero_padding"_a = false, "after"_a.none() = nb::none(), "async_op"_a = false, "stream"_a.none() = nb::none(),
             "Low-latency dispatch (one kernel, no host round-trip, CUDA-graph capturable).")
         .def(
             "ll_combine",
@@ -482,10 +482,10 @@ void bind_buffer(nb::module_& m) {
                 result->event = make_event(self, result->result.done, async_op, inputs, framework);
                 return result.release();
             },
-            nb::rv_policy::take_ownership, "handle"_a, "y"_a, "topk_idx"_a, "topk_weights"_a = nb::none(),
-            nb::kw_only(), "hierarchical"_a = false, "out"_a = nb::none(), "zero_copy"_a = false,
-            "return_recv_hook"_a = false, "wait_time_stats"_a = nb::none(), "after"_a = nb::none(),
-            "async_op"_a = false, "stream"_a = nb::none(),
+            nb::rv_policy::take_ownership, "handle"_a, "y"_a, "topk_idx"_a, "topk_weights"_a.none() = nb::none(),
+            nb::kw_only(), "hierarchical"_a = false, "out"_a.none() = nb::none(), "zero_copy"_a = false,
+            "return_recv_hook"_a = false, "wait_time_stats"_a.none() = nb::none(), "after"_a.none() = nb::none(),
+            "async_op"_a = false, "stream"_a.none() = nb::none(),
             "Low-latency combine: out[t] = sum_k w[t][k] * y(t, k) (flat) or the hierarchical reduction.")
         .def(
             "ll_load_kernels",
@@ -500,7 +500,7 @@ void bind_buffer(nb::module_& m) {
                 nb::gil_scoped_release release;
                 buffer.ll_load_kernels(args);
             },
-            "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "topk_weights"_a = nb::none(), "use_fp8"_a = true,
+            "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "topk_weights"_a.none() = nb::none(), "use_fp8"_a = true,
             "scale_format"_a = ScaleFormat::kFloat32, "return_recv_hook"_a = false,
             "layout"_a = RecvLayout::kExpertMasked, "expert_alignment"_a = 1, "zero_padding"_a = false,
             "Load (JIT-compiling on a miss) every LL kernel ll_dispatch with these arguments and its ll_combine can "

@@ -293,7 +293,7 @@ void bind_reference(nb::module_& parent) {
             nb::gil_scoped_release release;
             return ref::combine(routing, inputs, homes, options);
         },
-        "routing"_a, "inputs"_a, "home_inputs"_a = nb::none(), "options"_a = ref::CombineOptions{},
+        "routing"_a, "inputs"_a, "home_inputs"_a.none() = nb::none(), "options"_a = ref::CombineOptions{},
         "Combine back to every home rank (one CombineInput per receiving rank; home_inputs: one per home rank "
         "or None).");
 }

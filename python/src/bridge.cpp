@@ -328,7 +328,7 @@ void bind_bridge(nb::module_& m) {
         .value("CUPY", Framework::kCuPy)
         .value("JAX", Framework::kJax)
         .value("NUMPY", Framework::kNumPy);
-    m.def("detect_framework", [](nb::handle tensor) { return detect_framework(tensor); }, "tensor"_a);
+    m.def("detect_framework", [](nb::handle tensor) { return detect_framework(tensor); }, "tensor"_a.none());
     nb::class_<DLPackTensor>(m, "DLPackTensor",
                              "A tensor the library returned, for frameworks without a direct conversion: pass it to "
                              "any from_dlpack (torch.from_dlpack, cupy.from_dlpack, numpy.from_dlpack for host "
@@ -341,8 +341,8 @@ void bind_bridge(nb::module_& m) {
                     throw nb::buffer_error("switchyard.DLPackTensor: copy=True is not supported");
                 return make_capsule(self.tensor);
             },
-            nb::kw_only(), "stream"_a = nb::none(), "max_version"_a = nb::none(), "dl_device"_a = nb::none(),
-            "copy"_a = nb::none(),
+            nb::kw_only(), "stream"_a.none() = nb::none(), "max_version"_a.none() = nb::none(), "dl_device"_a.none() = nb::none(),
+            "copy"_a.none() = nb::none(),
             "A DLPack capsule of this tensor. The stream argument is not needed: outputs are ordered by the op's "
             "stream semantics (the caller's stream waits for a synchronous op; wait on the Event otherwise).")
         .def("__dlpack_device__",
@@ -378,7 +378,7 @@ void bind_bridge(nb::module_& m) {
             [](const Event& self, nb::handle stream) {
                 self.event.wait(resolve_stream(stream, self.framework, self.device));
             },
-            "stream"_a = nb::none(),
+            "stream"_a.none() = nb::none(),
             "Make `stream` (default: the framework's current stream) wait for the op. Enqueued; the host does not "
             "block; graph-capturable.")
         .def(
@@ -406,7 +406,7 @@ void bind_bridge(nb::module_& m) {
                 event.device = device;
                 return event;
             },
-            "stream"_a = nb::none(), "framework"_a = Framework::kNone,
+            "stream"_a.none() = nb::none(), "framework"_a = Framework::kNone,
             "An event recorded now on `stream` (None: the current stream of `framework` on the current device).")
         .def("__repr__", [](const Event& self) {
             return std::string("switchyard.Event(") + (self.event.valid() ? (self.event.done() ? "done" : "pending") : "none") +

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>  // in every file: nb::cast<std::string> must be the same everywhere
 
 #include <cstdint>
 #include <vector>

@@ -368,7 +368,7 @@ class Framework(enum.Enum):
 
     NUMPY = 4
 
-def detect_framework(tensor: object) -> Framework: ...
+def detect_framework(tensor: object | None) -> Framework: ...
 
 class DLPackTensor:
     """
@@ -394,7 +394,7 @@ class DLPackTensor:
     @property
     def data_ptr(self) -> int: ...
 
-    def __repr__(self) -> "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >": ...
+    def __repr__(self) -> str: ...
 
 class Event:
     """
@@ -432,7 +432,7 @@ class Event:
         An event recorded now on `stream` (None: the current stream of `framework` on the current device).
         """
 
-    def __repr__(self) -> "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >": ...
+    def __repr__(self) -> str: ...
 
 class DispatchHandle:
     """
