@@ -21,51 +21,9 @@
 namespace switchyard {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-    throw InvalidArgument("switchyard: " + message);
-}
-
-void require_low_latency(const BufferConfig& config, const char* op) {
-    if (!config.enable_low_latency)
-        fail(std::string(op) + " needs a buffer created with BufferConfig::enable_low_latency = true");
-}
-
-// A device tensor of `dtype` with `ndim` dims on the buffer's GPU, unit stride in the last dim.
-void require_tensor(const TensorView& view, const char* name, DType dtype, int ndim, int device) {
-    if (!view.defined()) fail(std::string(name) + " is required");
-    if (view.ndim != ndim)
-        fail(std::string(name) + " must be " + std::to_string(ndim) + "-D, got " + view.describe());
-    if (view.dtype != dtype)
-        fail(std::string(name) + " must be " + dtype_name(dtype) + ", got " + view.describe());
-    if (!(view.device == Device::cuda(device)))
-        fail(std::string(name) + " must be on the buffer's device cuda:" + std::to_string(device) + ", got " +
-             view.describe());
-    for (int d = 0; d < ndim; ++d)
-        if (view.shape[d] < 0) fail(std::string(name) + " has a negative extent: " + view.describe());
-    if (view.shape[ndim - 1] > 1 && view.strides[ndim - 1] != 1)
-        fail(std::string(name) + " must have unit stride in its last dimension, got " + view.describe());
-}
-
-void require_shape(const TensorView& view, const char* name, std::initializer_list<int64_t> shape) {
-    int d = 0;
-    bool ok = true;
-    std::string text = "[";
-    for (int64_t extent : shape) {
-        ok = ok && view.shape[d] == extent;
-        text += (d ? ", " : "") + std::to_string(extent);
-        ++d;
-    }
-    if (!ok) fail(std::string(name) + " must have shape " + text + "], got " + view.describe());
-}
-
-// Rows moved in 16-byte units: row strides and the base address must be 16-byte aligned.
-void require_aligned_rows(const TensorView& view, const char* name) {
-    const auto address = reinterpret_cast<uintptr_t>(view.ptr());
-    if (address % 16 != 0) fail(std::string(name) + " data must be 16-byte aligned, got " + view.describe());
-    for (int d = 0; d + 1 < view.ndim; ++d)
-        if (view.shape[d] > 1 && (view.strides[d] * int64_t(view.element_size())) % 16 != 0)
-            fail(std::string(name) + " strides must be multiples of 16 bytes (except the last), got " +
-                 view.describe());
+core::ValidationContext ll_validation_context(const BufferConfig& config, int num_ranks, int device) {
+    return core::make_validation_context(config, num_ranks, Device::cuda(device),
+                                         config.ll_max_tokens_per_rank);
 }
 
 // SWITCHYARD_LL_TRACE=1 (a profiling aid): every LL kernel's block 0 writes its clock at each phase
@@ -122,55 +80,23 @@ int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
     return format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
 }
 
-// The extents of an LL dispatch, after the checks every use of its arguments shares.
+// The extents of a validated LL dispatch.
 struct LlDispatchExtents {
     int64_t T, H, K;
     int32_t E, L;
 };
 
-LlDispatchExtents check_ll_dispatch_args(const BufferConfig& config, int R, int device,
-                                         const LowLatencyDispatchArgs& args) {
-    const int32_t max_tokens = config.ll_max_tokens_per_rank;
-    require_tensor(args.x, "x", DType::kBFloat16, 2, device);
-    require_aligned_rows(args.x, "x");
-    const int64_t T = args.x.shape[0], H = args.x.shape[1];
-    if (T > max_tokens)
-        fail("x has " + std::to_string(T) + " tokens, more than the buffer's ll_max_tokens_per_rank (" +
-             std::to_string(max_tokens) + ")");
-    if (H < 16 || H % 16 != 0 || H > config.max_hidden)
-        fail("hidden size " + std::to_string(H) +
-             " must be a positive multiple of 16 and at most max_hidden (" +
-             std::to_string(config.max_hidden) + ")");
-    if (!args.topk_idx.defined() || args.topk_idx.ndim != 2 ||
-        (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64))
-        fail("topk_idx must be a 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
-    require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
-    const int64_t K = args.topk_idx.shape[1];
-    if (args.topk_idx.shape[0] != T)
-        fail("topk_idx must have one row per token (" + std::to_string(T) + "), got " +
-             args.topk_idx.describe());
-    if (K < 1 || K > std::min(32, config.max_topk))
-        fail("top-k must be in [1, min(32, max_topk = " + std::to_string(config.max_topk) + ")], got " +
-             args.topk_idx.describe());
-    const auto validation = core::make_validation_context(config, R, Device::cuda(device), max_tokens);
-    core::validate_num_experts(args.num_experts, validation);
-    if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
-        args.scale_format != ScaleFormat::kUE8M0)
-        fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
-    core::validate_ll_layout(args);
-    if (args.topk_weights.defined()) {
-        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
-        require_shape(args.topk_weights, "topk_weights", {T, K});
-    }
-    return {T, H, K, args.num_experts, args.num_experts / R};
+LlDispatchExtents ll_dispatch_extents(int R, const LowLatencyDispatchArgs& args) {
+    return {args.x.shape[0], args.x.shape[1], args.topk_idx.shape[1], args.num_experts, args.num_experts / R};
 }
 
 }  // namespace
 
 void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_load_kernels");
-    const LlDispatchExtents extents = check_ll_dispatch_args(impl.config, num_ranks(), impl.device, args);
+    core::validate_low_latency(impl.config, "ll_load_kernels");
+    core::validate_ll_dispatch(args, ll_validation_context(impl.config, num_ranks(), impl.device));
+    const LlDispatchExtents extents = ll_dispatch_extents(num_ranks(), args);
     launch::LlDispatchShape dispatch;
     dispatch.hidden = static_cast<int>(extents.H);
     dispatch.topk = static_cast<int>(extents.K);
@@ -196,19 +122,11 @@ void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
 LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
     Impl& impl = *impl_;
     const BufferConfig& config = impl.config;
-    require_low_latency(config, "ll_dispatch");
+    core::validate_low_latency(config, "ll_dispatch");
     const int R = num_ranks(), device = impl.device;
     const int32_t max_tokens = config.ll_max_tokens_per_rank;
-    const auto [T, H, K, E, L] = check_ll_dispatch_args(config, R, device, args);
-    if (args.cumulative_local_expert_recv_stats.defined()) {
-        require_tensor(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats",
-                       DType::kInt32, 1, device);
-        require_shape(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats", {L});
-    }
-    if (args.wait_time_stats.defined()) {
-        require_tensor(args.wait_time_stats, "wait_time_stats", DType::kInt64, 1, device);
-        require_shape(args.wait_time_stats, "wait_time_stats", {R});
-    }
+    core::validate_ll_dispatch(args, ll_validation_context(config, R, device));
+    const auto [T, H, K, E, L] = ll_dispatch_extents(R, args);
 
     auto handle = std::make_shared<LowLatencyHandle>();
     handle->num_tokens = static_cast<int32_t>(T);
@@ -351,57 +269,12 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
                                            cudaStream_t stream) {
     Impl& impl = *impl_;
     const BufferConfig& config = impl.config;
-    require_low_latency(config, "ll_combine");
-    if (!handle) fail("ll_combine needs the handle of the LL dispatch it answers");
+    core::validate_low_latency(config, "ll_combine");
     const int R = num_ranks(), device = impl.device;
-    if (handle->num_ranks != R)
-        fail("ll_combine: the handle comes from a buffer with a different rank count");
+    core::validate_ll_combine(args, handle.get(), ll_validation_context(config, R, device));
     const int64_t T = handle->num_tokens, H = handle->hidden, K = handle->topk, L = handle->local_experts;
-    const int64_t rows = handle->rows_per_expert();
-
-    TensorView y = args.y;
     const bool contiguous = handle->layout == RecvLayout::kExpertContiguous;
-    if (args.zero_copy) {
-        if (!config.ll_zero_copy_combine)
-            fail("ll_combine with zero_copy = true needs BufferConfig::ll_zero_copy_combine = true");
-        if (contiguous) fail("ll_combine with zero_copy = true needs a dispatch in the masked layout");
-        y = ll_combine_input(*handle);
-    } else if (contiguous) {
-        require_tensor(y, "y", DType::kBFloat16, 2, device);
-        require_shape(y, "y", {handle->contiguous_rows, H});
-        require_aligned_rows(y, "y");
-    } else {
-        require_tensor(y, "y", DType::kBFloat16, 3, device);
-        require_shape(y, "y", {L, rows, H});
-        require_aligned_rows(y, "y");
-    }
-    if (!args.topk_idx.defined() || args.topk_idx.ndim != 2 ||
-        (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64))
-        fail("topk_idx must be the dispatch's 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
-    require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
-    require_shape(args.topk_idx, "topk_idx", {T, K});
-    if (args.hierarchical) {
-        if (!handle->has_weights)
-            fail(
-                "hierarchical ll_combine weights each partial on the expert ranks with the weights that "
-                "travelled with the dispatch: pass topk_weights to ll_dispatch");
-        if (args.topk_weights.defined())
-            fail(
-                "hierarchical ll_combine applies the dispatch's top-k weights; leave the combine's "
-                "topk_weights empty");
-    } else {
-        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
-        require_shape(args.topk_weights, "topk_weights", {T, K});
-    }
-    if (args.out.defined()) {
-        require_tensor(args.out, "out", DType::kBFloat16, 2, device);
-        require_shape(args.out, "out", {T, H});
-        require_aligned_rows(args.out, "out");
-    }
-    if (args.wait_time_stats.defined()) {
-        require_tensor(args.wait_time_stats, "wait_time_stats", DType::kInt64, 1, device);
-        require_shape(args.wait_time_stats, "wait_time_stats", {R});
-    }
+    const TensorView y = args.zero_copy ? ll_combine_input(*handle) : args.y;
 
     device::LlCombineArgs combine{};
     combine.y = y.ptr();
@@ -466,12 +339,9 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
 
 TensorView Buffer::ll_combine_input(const LowLatencyHandle& handle) const {
     const Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_combine_input");
-    if (!impl.config.ll_zero_copy_combine || impl.layout.ll_zero_copy_bytes == 0)
-        fail("ll_combine_input needs a buffer created with BufferConfig::ll_zero_copy_combine = true");
-    if (handle.num_ranks != num_ranks()) fail("ll_combine_input: the handle comes from a different buffer");
-    if (handle.layout != RecvLayout::kExpertMasked)
-        fail("ll_combine_input: zero-copy combine input needs a dispatch in the masked layout");
+    core::validate_low_latency(impl.config, "ll_combine_input");
+    core::validate_ll_combine_input(handle, impl.layout.ll_zero_copy_bytes != 0,
+                                    ll_validation_context(impl.config, num_ranks(), impl.device));
     const int64_t L = handle.local_experts, rows = handle.rows_per_expert(), H = handle.hidden;
     return TensorView::strided(impl.memory->local() + impl.layout.ll_zero_copy_offset, DType::kBFloat16,
                                {L, rows, H}, {rows * H, H, 1}, Device::cuda(impl.device));
@@ -504,7 +374,7 @@ void write_mask(BufferImpl& impl, int first, int count, bool mask_first) {
 
 std::vector<int32_t> Buffer::ll_query_mask() {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_query_mask");
+    core::validate_low_latency(impl.config, "ll_query_mask");
     const int R = num_ranks();
     std::vector<int32_t> mask(R, 0);
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
@@ -520,17 +390,15 @@ std::vector<int32_t> Buffer::ll_query_mask() {
 
 void Buffer::ll_set_mask(int rank, bool masked) {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_set_mask");
-    const int R = num_ranks();
-    if (rank < 0 || rank >= R)
-        fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(R) + ")");
+    core::validate_low_latency(impl.config, "ll_set_mask");
+    core::validate_ll_mask_rank(rank, ll_validation_context(impl.config, num_ranks(), impl.device));
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     write_mask(impl, rank, 1, masked);
 }
 
 void Buffer::ll_clear_mask() {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_clear_mask");
+    core::validate_low_latency(impl.config, "ll_clear_mask");
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     write_mask(impl, 0, num_ranks(), false);
 }
