@@ -2,21 +2,19 @@
 // and the launches of kernels/switchyard/ll/ on the buffer's communication stream. Both ops are
 // one kernel each (or a send and a receive half in hook mode), with no host round-trip, so they
 // can be captured in CUDA graphs.
-#include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "core/buffer_impl.hpp"
 #include "util/cuda_check.hpp"
 #include "core/ll_handle.hpp"
-#include "util/mapped_host.hpp"
+#include "core/op_trace.hpp"
 #include "core/validation.hpp"
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
+#include "switchyard/common/trace_marks.cuh"
 #include "switchyard/errors.hpp"
-#include "util/env_knobs.hpp"
 
 namespace switchyard {
 namespace {
@@ -26,53 +24,24 @@ core::ValidationContext ll_validation_context(const BufferConfig& config, int nu
                                          config.ll_max_tokens_per_rank);
 }
 
-// SWITCHYARD_LL_TRACE=1 (a profiling aid): every LL kernel's block 0 writes its clock at each phase
-// into mapped host memory (one slot set per kind and half), and the next call of the same kind
-// prints the previous op's phase times to stderr. Read once per process.
-bool ll_trace_enabled() {
-    static const bool enabled = util::knob_flag(util::Knob::kTrace);
-    return enabled;
-}
-
-template <typename BufferImpl>
-uint64_t* ll_trace_slots(BufferImpl& impl, int32_t kind, int phases) {
-    if (!ll_trace_enabled()) return nullptr;
-    constexpr int kSets = 6;  // [dispatch, combine] x [send, receive, both]
-    if (impl.ll_trace_host == nullptr) {
-        const auto slots = util::allocate_mapped_host<uint64_t>(size_t(kSets) * device::kLlTraceSlots);
-        impl.ll_trace_host = slots.host;
-        impl.ll_trace_device = slots.device;
-    }
-    const int set = kind * 3 + (phases - 1);
-    volatile uint64_t* slots = impl.ll_trace_host + set * device::kLlTraceSlots;
-    if (slots[device::kLlTraceSlots - 1] == 1) {
-        static const char* const kDispatchMarks[] = {"start",  "prologue", "masks",   "sends",  "headers",
-                                                     "arrive", "wait",     "offsets", "receive"};
-        static const char* const kCombineMarks[] = {"start",  "prologue", "row starts", "sends",
-                                                    "arrive", "wait",     "reduce"};
-        const char* const* names = kind == device::kLlDispatch ? kDispatchMarks : kCombineMarks;
-        const int marks = kind == device::kLlDispatch ? 9 : 7;
-        int clock_khz = 1;
-        SY_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, impl.device));
-        std::ostringstream line;
-        line << "[switchyard ll trace] rank " << impl.communicator->rank() << " "
-             << (kind == device::kLlDispatch ? "dispatch" : "combine") << " "
-             << (phases == 1   ? "send"
-                 : phases == 2 ? "receive"
-                               : "both")
-             << " (us):";
-        uint64_t first = slots[0], previous = slots[0];
-        for (int m = 1; m < marks; ++m) {
-            if (slots[m] == 0) continue;
-            line << " " << names[m] << " " << double(slots[m] - previous) * 1e3 / clock_khz;
-            previous = slots[m];
-        }
-        line << " | block 0 " << double(previous - first) * 1e3 / clock_khz << " | grid span (global timer) "
-             << double(slots[device::kLlTraceGridEnd] - slots[device::kLlTraceGridStart]) * 1e-3 << "\n";
-        std::fputs(line.str().c_str(), stderr);
-        for (int m = 0; m < device::kLlTraceSlots; ++m) slots[m] = 0;
-    }
-    return impl.ll_trace_device + set * device::kLlTraceSlots;
+// The ops' timelines (SWITCHYARD_TRACE=1; common/trace_marks.cuh lists the marks). Each half of a
+// hook-mode op is traced as an op of its own.
+device::OpTrace ll_trace(Buffer::Impl& impl, int32_t kind, int phases) {
+    static const char* const kDispatchNames[device::kLlDispatchMarks] = {
+        "start", "entered", "routed", "sent", "arrived", "waited", "planned", "received", "end"};
+    static const char* const kCombineNames[device::kLlCombineMarks] = {
+        "start", "entered", "planned", "sent", "arrived", "waited", "reduced", "end"};
+    static const core::TracedOpMarks kMarks[2][3] = {
+        {{"ll dispatch send", kDispatchNames, device::kLlDispatchMarks},
+         {"ll dispatch receive", kDispatchNames, device::kLlDispatchMarks},
+         {"ll dispatch", kDispatchNames, device::kLlDispatchMarks}},
+        {{"ll combine send", kCombineNames, device::kLlCombineMarks},
+         {"ll combine receive", kCombineNames, device::kLlCombineMarks},
+         {"ll combine", kCombineNames, device::kLlCombineMarks}}};
+    static const core::TracedOp kOps[2][3] = {
+        {core::TracedOp::kLlDispatchSend, core::TracedOp::kLlDispatchReceive, core::TracedOp::kLlDispatch},
+        {core::TracedOp::kLlCombineSend, core::TracedOp::kLlCombineReceive, core::TracedOp::kLlCombine}};
+    return impl.tracer->begin(kOps[kind][phases - 1], kMarks[kind][phases - 1]);
 }
 
 int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
@@ -178,7 +147,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
 
     const launch::LaunchContext context = impl.context(stream);
     dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
-    dispatch.buffer.trace = ll_trace_slots(impl, device::kLlDispatch, shape.phases);
+    dispatch.buffer.trace = ll_trace(impl, device::kLlDispatch, shape.phases);
     // With zero_padding the grid also covers the segments' most padding rows.
     const int64_t max_padding_rows = dispatch.zero_padding ? int64_t(L) * (args.expert_alignment - 1) : 0;
     const int blocks =
@@ -253,8 +222,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, receive_order, handle,
                           recv_x = result.recv_x, offsets = result.recv_expert_offsets] {
             device::LlDispatchArgs receive_args = dispatch;
-            receive_args.buffer.trace =
-                ll_trace_slots(*impl_pointer, device::kLlDispatch, receive_shape.phases);
+            receive_args.buffer.trace = ll_trace(*impl_pointer, device::kLlDispatch, receive_shape.phases);
             return impl_pointer->run_ordered(stream, receive_order, [&] {
                 launch::launch_ll_dispatch(impl_pointer->context(stream), receive_args, receive_shape,
                                            blocks);
@@ -306,7 +274,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
 
     const launch::LaunchContext context = impl.context(stream);
     combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
-    combine.buffer.trace = ll_trace_slots(impl, device::kLlCombine, shape.phases);
+    combine.buffer.trace = ll_trace(impl, device::kLlCombine, shape.phases);
     const int blocks = launch::ll_num_blocks(context, config.num_sms);
 
     LowLatencyCombineResult result;
@@ -327,8 +295,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
         result.receive = [impl_pointer, combine, receive_shape, blocks, stream, receive_order, handle,
                           out = result.out] {
             device::LlCombineArgs receive_args = combine;
-            receive_args.buffer.trace =
-                ll_trace_slots(*impl_pointer, device::kLlCombine, receive_shape.phases);
+            receive_args.buffer.trace = ll_trace(*impl_pointer, device::kLlCombine, receive_shape.phases);
             return impl_pointer->run_ordered(stream, receive_order, [&] {
                 launch::launch_ll_combine(impl_pointer->context(stream), receive_args, receive_shape, blocks);
             });

@@ -1,6 +1,7 @@
 // Launcher of the LL combine kernel.
 #include <algorithm>
 
+#include "core/tuning.hpp"
 #include "launch/kernel_catalog.hpp"
 #include "launch/ll_launch.hpp"
 
@@ -8,10 +9,11 @@ namespace switchyard::launch {
 
 jit::KernelSource ll_combine_source(const LlCombineShape& shape) {
     return {"ll_combine", "switchyard/ll/combine.cuh",
-            "switchyard::device::ll_combine_kernel<" + std::to_string(kLlNumWarps) + ", " +
-                std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
-                (shape.index_is_int64 ? "long long" : "int") + ", " + std::to_string(shape.phases) + ", " +
-                (shape.hierarchical ? "true" : "false") + ", " + (shape.contiguous ? "true" : "false") + ">"};
+            "switchyard::device::ll_combine_kernel<" + std::to_string(tuning::kLlWarps) + ", " +
+                std::to_string(tuning::kLlSendItemsPerWarp) + ", " + std::to_string(shape.hidden) + ", " +
+                std::to_string(shape.topk) + ", " + (shape.index_is_int64 ? "long long" : "int") + ", " +
+                std::to_string(shape.phases) + ", " + (shape.hierarchical ? "true" : "false") + ", " +
+                (shape.contiguous ? "true" : "false") + ">"};
 }
 
 void launch_ll_combine(const LaunchContext& context, const device::LlCombineArgs& args,

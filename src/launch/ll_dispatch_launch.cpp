@@ -1,28 +1,22 @@
 // Launcher of the LL dispatch kernel (and the pieces the LL combine launcher shares).
 #include <algorithm>
 
-#include "util/env_knobs.hpp"
+#include "core/tuning.hpp"
 #include "launch/ll_launch.hpp"
 
 namespace switchyard::launch {
 
 jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape) {
     return {"ll_dispatch", "switchyard/ll/dispatch.cuh",
-            "switchyard::device::ll_dispatch_kernel<" + std::to_string(kLlNumWarps) + ", " +
-                std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
-                std::to_string(shape.scale_kind) + ", " + (shape.index_is_int64 ? "long long" : "int") +
-                ", " + std::to_string(shape.phases) + ", " + (shape.contiguous ? "true" : "false") + ">"};
-}
-
-int ll_send_items_per_warp() {
-    static const int items =
-        device::kLlSendItemsPerWarp;
-    return items;
+            "switchyard::device::ll_dispatch_kernel<" + std::to_string(tuning::kLlWarps) + ", " +
+                std::to_string(tuning::kLlSendItemsPerWarp) + ", " + std::to_string(shape.hidden) + ", " +
+                std::to_string(shape.topk) + ", " + std::to_string(shape.scale_kind) + ", " +
+                (shape.index_is_int64 ? "long long" : "int") + ", " + std::to_string(shape.phases) + ", " +
+                (shape.contiguous ? "true" : "false") + ">"};
 }
 
 device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive) {
     device::LlBufferArgs buffer{};
-    buffer.send_items_per_warp = ll_send_items_per_warp();
     buffer.peer_bases = context.peer_bases;
     buffer.local_base = context.local_base;
     buffer.workspace = context.layout.workspace;
@@ -41,7 +35,7 @@ void launch_ll_kernel(const jit::Kernel& kernel, const LaunchContext& context, i
                       int64_t shared_bytes, const void* args, size_t args_size) {
     jit::LaunchConfig config;
     config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
-    config.block[0] = 32 * kLlNumWarps;
+    config.block[0] = 32 * tuning::kLlWarps;
     config.shared_bytes = static_cast<unsigned>(shared_bytes);
     config.stream = context.stream;
     config.cooperative = true;
@@ -63,8 +57,8 @@ int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispat
     // of the same size (their scales, a few more stores, ride along).
     const int64_t recv_slices = device::ll_recv_slices(shape.hidden, shape.scale_kind);
     const int64_t recv_blocks =
-        ((context.num_ranks * max_tokens_per_rank + max_padding_rows) * recv_slices + kLlNumWarps - 1) /
-        kLlNumWarps;
+        ((context.num_ranks * max_tokens_per_rank + max_padding_rows) * recv_slices + tuning::kLlWarps - 1) /
+        tuning::kLlWarps;
     const int64_t wanted = std::max<int64_t>(1, recv_blocks);
     return static_cast<int>(std::min<int64_t>(wanted, ll_num_blocks(context, num_sms)));
 }

@@ -12,9 +12,6 @@
 
 namespace switchyard::launch {
 
-// Warps per block of the LL kernels.
-constexpr int kLlNumWarps = 8;
-
 // Template constants of one LL dispatch specialization.
 struct LlDispatchShape {
     int hidden = 0;
@@ -37,10 +34,6 @@ struct LlCombineShape {
 jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape);
 jit::KernelSource ll_combine_source(const LlCombineShape& shape);
 
-// Work items per sending warp of the LL kernels: device::kLlSendItemsPerWarp, or
-// SWITCHYARD_LL_SEND_ITEMS_PER_WARP (a tuning knob, read once per process).
-int ll_send_items_per_warp();
-
 // The buffer part of the LL kernels' arguments, from a rank's launch context.
 device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive);
 
@@ -54,7 +47,7 @@ int ll_num_blocks(const LaunchContext& context, int num_sms);
 int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
                        int64_t max_tokens_per_rank, int64_t max_padding_rows = 0);
 
-// The launch both LL kernels use: kLlNumWarps warps per block, cooperative (blocks wait on each
+// The launch both LL kernels use: tuning::kLlWarps warps per block, cooperative (blocks wait on each
 // other's progress through the workspace), on the buffer's stream.
 void launch_ll_kernel(const jit::Kernel& kernel, const LaunchContext& context, int num_blocks,
                       int64_t shared_bytes, const void* args, size_t args_size);
