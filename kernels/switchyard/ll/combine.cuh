@@ -56,22 +56,24 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
 
     ll_combine_detail::SendPrefetch prefetch{};
     if constexpr (kSend) prefetch = ll_combine_detail::prefetch_send<kHierarchical, kContiguousY>(args);
-    if (!ll_prologue<kLlCombine, kSend, kRecv>(args.buffer, sequences, shared.mask)) {
-        ll_block_done<kLlCombine, kSend, kRecv>(args.buffer, sequences);
-        trace_finish(args.buffer.trace, kLlCombineEnd, kLlCombineMarks, kLlCombineFirstMarks);
-        return;
-    }
-    if (threadIdx.x == 0) trace_mark(args.buffer.trace, kLlCombineEntered);
-    if constexpr (kSend) {
-        ll_combine_detail::send_expert_outputs<kNumWarps, kSendItemsPerWarp, kHidden, kTopk, kHierarchical,
-                                               kContiguousY>(args, shared, prefetch, sequences[0]);
-        __syncthreads();
+    // A block of an op queued behind a failed one (a poisoned buffer) neither sends nor receives,
+    // but still accounts for itself (ll_block_done) and ends its trace.
+    const bool healthy = ll_prologue<kLlCombine, kSend, kRecv>(args.buffer, sequences, shared.mask);
+    if (healthy) {
+        if (threadIdx.x == 0) trace_mark(args.buffer.trace, kLlCombineEntered);
+        if constexpr (kSend) {
+            ll_combine_detail::send_expert_outputs<kNumWarps, kSendItemsPerWarp, kHidden, kTopk,
+                                                   kHierarchical, kContiguousY>(args, shared, prefetch,
+                                                                                sequences[0]);
+            __syncthreads();
+        }
     }
     // Here the block waits anyway: for its peers' arrivals, or (send half only) for its end.
     ll_block_done<kLlCombine, kSend, kRecv>(args.buffer, sequences);
     if constexpr (kRecv)
-        ll_combine_detail::reduce_home<kNumWarps, kHidden, kTopk, IndexT, kHierarchical>(args, shared,
-                                                                                         sequences[1]);
+        if (healthy)
+            ll_combine_detail::reduce_home<kNumWarps, kHidden, kTopk, IndexT, kHierarchical>(args, shared,
+                                                                                             sequences[1]);
     trace_finish(args.buffer.trace, kLlCombineEnd, kLlCombineMarks, kLlCombineFirstMarks);
 }
 

@@ -64,23 +64,24 @@ __global__ void __launch_bounds__(kNumWarps * 32, 1)
     if (sends)
         prefetch = ll_dispatch_detail::prefetch_send<kNumWarps, kHidden, kTopk, IndexT>(args, shared,
                                                                                         &first_invalid);
-    if (!ll_prologue<kLlDispatch, kSend, kRecv>(args.buffer, sequences, shared.mask)) {
-        ll_block_done<kLlDispatch, kSend, kRecv>(args.buffer, sequences);
-        trace_finish(args.buffer.trace, kLlDispatchEnd, kLlDispatchMarks, kLlDispatchFirstMarks);
-        return;
-    }
-    if (threadIdx.x == 0) trace_mark(args.buffer.trace, kLlDispatchEntered);
-    if constexpr (kSend) {
-        if (sends)
-            ll_dispatch_detail::send_tokens<kNumWarps, kHidden, kTopk, kScaleKind, IndexT>(
-                args, shared, prefetch, sequences[0], sending_blocks, &first_invalid);
-        __syncthreads();  // the receive half reuses the masks' shared memory
+    // A block of an op queued behind a failed one (a poisoned buffer) neither sends nor receives,
+    // but still accounts for itself (ll_block_done) and ends its trace.
+    const bool healthy = ll_prologue<kLlDispatch, kSend, kRecv>(args.buffer, sequences, shared.mask);
+    if (healthy) {
+        if (threadIdx.x == 0) trace_mark(args.buffer.trace, kLlDispatchEntered);
+        if constexpr (kSend) {
+            if (sends)
+                ll_dispatch_detail::send_tokens<kNumWarps, kHidden, kTopk, kScaleKind, IndexT>(
+                    args, shared, prefetch, sequences[0], sending_blocks, &first_invalid);
+            __syncthreads();  // the receive half reuses the masks' shared memory
+        }
     }
     // Here the block waits anyway: for its peers' arrivals, or (send half only) for its end.
     ll_block_done<kLlDispatch, kSend, kRecv>(args.buffer, sequences);
     if constexpr (kRecv)
-        ll_dispatch_detail::receive_tokens<kNumWarps, kHidden, kTopk, kScaleKind, kContiguous>(args, shared,
-                                                                                               sequences[1]);
+        if (healthy)
+            ll_dispatch_detail::receive_tokens<kNumWarps, kHidden, kTopk, kScaleKind, kContiguous>(
+                args, shared, sequences[1]);
     trace_finish(args.buffer.trace, kLlDispatchEnd, kLlDispatchMarks, kLlDispatchFirstMarks);
 }
 
