@@ -208,7 +208,6 @@ Buffer::~Buffer() {
     }
     impl.memory.reset();
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
-    if (impl.ll_trace_host) cudaFreeHost(impl.ll_trace_host);
     if (impl.routing_scratch.words) cudaFree(impl.routing_scratch.words);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);

@@ -43,9 +43,6 @@ struct Buffer::Impl {
     // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
     int32_t* host_counts = nullptr;
     int32_t* host_counts_device = nullptr;
-    // SWITCHYARD_LL_TRACE=1: mapped host memory the LL kernels write their phase clocks into.
-    uint64_t* ll_trace_host = nullptr;
-    uint64_t* ll_trace_device = nullptr;
     std::unique_ptr<core::OpTracer> tracer;  // the ops' timelines (SWITCHYARD_TRACE=1)
 
     std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }

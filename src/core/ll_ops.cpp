@@ -1,120 +1,55 @@
-// Low-latency (LL) dispatch and combine (DESIGN.md §2, §5): argument checks, output allocation,
-// and the launches of kernels/switchyard/ll/ on the buffer's communication stream. Both ops are
-// one kernel each (or a send and a receive half in hook mode), with no host round-trip, so they
-// can be captured in CUDA graphs.
-#include <cstdio>
-#include <cstdlib>
+// Low-latency (LL) dispatch and combine (DESIGN.md §2, §5), core's part: each op validates its
+// arguments (core/validation), plans its kernel, allocates its outputs and hands plan and views to
+// the kernel family's launcher (launch/ll_launch.hpp) on the buffer's communication stream. Both
+// ops are one kernel each (or a send and a receive half in hook mode), with no host round-trip,
+// so they can be captured in CUDA graphs.
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "core/buffer_impl.hpp"
-#include "util/cuda_check.hpp"
 #include "core/ll_handle.hpp"
-#include "util/mapped_host.hpp"
+#include "core/op_trace.hpp"
 #include "core/validation.hpp"
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
-#include "switchyard/errors.hpp"
-#include "util/env_knobs.hpp"
+#include "switchyard/common/trace_marks.cuh"
+#include "util/cuda_check.hpp"
 
 namespace switchyard {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-    throw InvalidArgument("switchyard: " + message);
+core::ValidationContext ll_validation_context(const Buffer::Impl& impl) {
+    return core::make_validation_context(impl.config, impl.communicator->size(), Device::cuda(impl.device),
+                                         impl.config.ll_max_tokens_per_rank);
 }
 
-void require_low_latency(const BufferConfig& config, const char* op) {
-    if (!config.enable_low_latency)
-        fail(std::string(op) + " needs a buffer created with BufferConfig::enable_low_latency = true");
+// The launch of one op: both halves, or (hook mode) the send half now and the receive half later.
+int first_phases(bool return_recv_hook) {
+    return return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
 }
 
-// A device tensor of `dtype` with `ndim` dims on the buffer's GPU, unit stride in the last dim.
-void require_tensor(const TensorView& view, const char* name, DType dtype, int ndim, int device) {
-    if (!view.defined()) fail(std::string(name) + " is required");
-    if (view.ndim != ndim)
-        fail(std::string(name) + " must be " + std::to_string(ndim) + "-D, got " + view.describe());
-    if (view.dtype != dtype)
-        fail(std::string(name) + " must be " + dtype_name(dtype) + ", got " + view.describe());
-    if (!(view.device == Device::cuda(device)))
-        fail(std::string(name) + " must be on the buffer's device cuda:" + std::to_string(device) + ", got " +
-             view.describe());
-    for (int d = 0; d < ndim; ++d)
-        if (view.shape[d] < 0) fail(std::string(name) + " has a negative extent: " + view.describe());
-    if (view.shape[ndim - 1] > 1 && view.strides[ndim - 1] != 1)
-        fail(std::string(name) + " must have unit stride in its last dimension, got " + view.describe());
+// The ops' timelines (SWITCHYARD_TRACE=1; common/trace_marks.cuh lists the marks). Each half of a
+// hook-mode op is traced as an op of its own.
+device::OpTrace ll_dispatch_trace(Buffer::Impl& impl, int phases) {
+    static const char* const kNames[device::kLlDispatchMarks] = {
+        "start", "entered", "routed", "sent", "arrived", "waited", "planned", "received", "end"};
+    static const core::TracedOpMarks kMarks[] = {{"ll dispatch send", kNames, device::kLlDispatchMarks},
+                                                 {"ll dispatch receive", kNames, device::kLlDispatchMarks},
+                                                 {"ll dispatch", kNames, device::kLlDispatchMarks}};
+    static const core::TracedOp kOps[] = {core::TracedOp::kLlDispatchSend, core::TracedOp::kLlDispatchReceive,
+                                          core::TracedOp::kLlDispatch};
+    return impl.tracer->begin(kOps[phases - 1], kMarks[phases - 1]);
 }
 
-void require_shape(const TensorView& view, const char* name, std::initializer_list<int64_t> shape) {
-    int d = 0;
-    bool ok = true;
-    std::string text = "[";
-    for (int64_t extent : shape) {
-        ok = ok && view.shape[d] == extent;
-        text += (d ? ", " : "") + std::to_string(extent);
-        ++d;
-    }
-    if (!ok) fail(std::string(name) + " must have shape " + text + "], got " + view.describe());
-}
-
-// Rows moved in 16-byte units: row strides and the base address must be 16-byte aligned.
-void require_aligned_rows(const TensorView& view, const char* name) {
-    const auto address = reinterpret_cast<uintptr_t>(view.ptr());
-    if (address % 16 != 0) fail(std::string(name) + " data must be 16-byte aligned, got " + view.describe());
-    for (int d = 0; d + 1 < view.ndim; ++d)
-        if (view.shape[d] > 1 && (view.strides[d] * int64_t(view.element_size())) % 16 != 0)
-            fail(std::string(name) + " strides must be multiples of 16 bytes (except the last), got " +
-                 view.describe());
-}
-
-// SWITCHYARD_LL_TRACE=1 (a profiling aid): every LL kernel's block 0 writes its clock at each phase
-// into mapped host memory (one slot set per kind and half), and the next call of the same kind
-// prints the previous op's phase times to stderr. Read once per process.
-bool ll_trace_enabled() {
-    static const bool enabled = util::knob_flag(util::Knob::kTrace);
-    return enabled;
-}
-
-template <typename BufferImpl>
-uint64_t* ll_trace_slots(BufferImpl& impl, int32_t kind, int phases) {
-    if (!ll_trace_enabled()) return nullptr;
-    constexpr int kSets = 6;  // [dispatch, combine] x [send, receive, both]
-    if (impl.ll_trace_host == nullptr) {
-        const auto slots = util::allocate_mapped_host<uint64_t>(size_t(kSets) * device::kLlTraceSlots);
-        impl.ll_trace_host = slots.host;
-        impl.ll_trace_device = slots.device;
-    }
-    const int set = kind * 3 + (phases - 1);
-    volatile uint64_t* slots = impl.ll_trace_host + set * device::kLlTraceSlots;
-    if (slots[device::kLlTraceSlots - 1] == 1) {
-        static const char* const kDispatchMarks[] = {"start",  "prologue", "masks",   "sends",  "headers",
-                                                     "arrive", "wait",     "offsets", "receive"};
-        static const char* const kCombineMarks[] = {"start",  "prologue", "row starts", "sends",
-                                                    "arrive", "wait",     "reduce"};
-        const char* const* names = kind == device::kLlDispatch ? kDispatchMarks : kCombineMarks;
-        const int marks = kind == device::kLlDispatch ? 9 : 7;
-        int clock_khz = 1;
-        SY_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, impl.device));
-        std::ostringstream line;
-        line << "[switchyard ll trace] rank " << impl.communicator->rank() << " "
-             << (kind == device::kLlDispatch ? "dispatch" : "combine") << " "
-             << (phases == 1   ? "send"
-                 : phases == 2 ? "receive"
-                               : "both")
-             << " (us):";
-        uint64_t first = slots[0], previous = slots[0];
-        for (int m = 1; m < marks; ++m) {
-            if (slots[m] == 0) continue;
-            line << " " << names[m] << " " << double(slots[m] - previous) * 1e3 / clock_khz;
-            previous = slots[m];
-        }
-        line << " | block 0 " << double(previous - first) * 1e3 / clock_khz << " | grid span (global timer) "
-             << double(slots[device::kLlTraceGridEnd] - slots[device::kLlTraceGridStart]) * 1e-3 << "\n";
-        std::fputs(line.str().c_str(), stderr);
-        for (int m = 0; m < device::kLlTraceSlots; ++m) slots[m] = 0;
-    }
-    return impl.ll_trace_device + set * device::kLlTraceSlots;
+device::OpTrace ll_combine_trace(Buffer::Impl& impl, int phases) {
+    static const char* const kNames[device::kLlCombineMarks] = {"start",   "entered", "planned", "sent",
+                                                                "arrived", "waited",  "reduced", "end"};
+    static const core::TracedOpMarks kMarks[] = {{"ll combine send", kNames, device::kLlCombineMarks},
+                                                 {"ll combine receive", kNames, device::kLlCombineMarks},
+                                                 {"ll combine", kNames, device::kLlCombineMarks}};
+    static const core::TracedOp kOps[] = {core::TracedOp::kLlCombineSend, core::TracedOp::kLlCombineReceive,
+                                          core::TracedOp::kLlCombine};
+    return impl.tracer->begin(kOps[phases - 1], kMarks[phases - 1]);
 }
 
 int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
@@ -122,227 +57,201 @@ int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {
     return format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0 : device::kScaleFloat32;
 }
 
-// The extents of an LL dispatch, after the checks every use of its arguments shares.
-struct LlDispatchExtents {
-    int64_t T, H, K;
-    int32_t E, L;
-};
+// The kernel shape of a validated dispatch (the phases are the launch's).
+launch::LlDispatchShape dispatch_shape(const LowLatencyDispatchArgs& args) {
+    launch::LlDispatchShape shape;
+    shape.hidden = static_cast<int>(args.x.shape[1]);
+    shape.topk = static_cast<int>(args.topk_idx.shape[1]);
+    shape.scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
+    shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    shape.contiguous = args.layout == RecvLayout::kExpertContiguous;
+    return shape;
+}
 
-LlDispatchExtents check_ll_dispatch_args(const BufferConfig& config, int R, int device,
-                                         const LowLatencyDispatchArgs& args) {
-    const int32_t max_tokens = config.ll_max_tokens_per_rank;
-    require_tensor(args.x, "x", DType::kBFloat16, 2, device);
-    require_aligned_rows(args.x, "x");
-    const int64_t T = args.x.shape[0], H = args.x.shape[1];
-    if (T > max_tokens)
-        fail("x has " + std::to_string(T) + " tokens, more than the buffer's ll_max_tokens_per_rank (" +
-             std::to_string(max_tokens) + ")");
-    if (H < 16 || H % 16 != 0 || H > config.max_hidden)
-        fail("hidden size " + std::to_string(H) +
-             " must be a positive multiple of 16 and at most max_hidden (" +
-             std::to_string(config.max_hidden) + ")");
-    if (!args.topk_idx.defined() || args.topk_idx.ndim != 2 ||
-        (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64))
-        fail("topk_idx must be a 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
-    require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
-    const int64_t K = args.topk_idx.shape[1];
-    if (args.topk_idx.shape[0] != T)
-        fail("topk_idx must have one row per token (" + std::to_string(T) + "), got " +
-             args.topk_idx.describe());
-    if (K < 1 || K > std::min(32, config.max_topk))
-        fail("top-k must be in [1, min(32, max_topk = " + std::to_string(config.max_topk) + ")], got " +
-             args.topk_idx.describe());
-    const auto validation = core::make_validation_context(config, R, Device::cuda(device), max_tokens);
-    core::validate_num_experts(args.num_experts, validation);
-    if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
-        args.scale_format != ScaleFormat::kUE8M0)
-        fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
-    core::validate_ll_layout(args);
-    if (args.topk_weights.defined()) {
-        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
-        require_shape(args.topk_weights, "topk_weights", {T, K});
-    }
-    return {T, H, K, args.num_experts, args.num_experts / R};
+// The handle of a validated dispatch: its shape and options (its routing tensors are outputs,
+// allocate_dispatch_outputs).
+std::shared_ptr<LowLatencyHandle> make_dispatch_handle(const LowLatencyDispatchArgs& args, int num_ranks,
+                                                       int32_t max_tokens) {
+    auto handle = std::make_shared<LowLatencyHandle>();
+    handle->num_tokens = static_cast<int32_t>(args.x.shape[0]);
+    handle->hidden = static_cast<int32_t>(args.x.shape[1]);
+    handle->topk = static_cast<int32_t>(args.topk_idx.shape[1]);
+    handle->num_experts = args.num_experts;
+    handle->num_ranks = num_ranks;
+    handle->local_experts = args.num_experts / num_ranks;
+    handle->max_tokens = max_tokens;
+    handle->index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    handle->use_fp8 = args.use_fp8;
+    handle->scale_format = args.use_fp8 ? args.scale_format : ScaleFormat::kNone;
+    handle->has_weights = args.topk_weights.defined();
+    handle->layout = args.layout;
+    handle->expert_alignment = args.expert_alignment;
+    handle->contiguous_rows = args.layout == RecvLayout::kExpertContiguous
+                                  ? device::ll_contiguous_rows(num_ranks, max_tokens, handle->topk,
+                                                               handle->local_experts, args.expert_alignment)
+                                  : 0;
+    return handle;
+}
+
+launch::LlDispatchPlan dispatch_plan(const LowLatencyDispatchArgs& args, const LowLatencyHandle& handle,
+                                     const BufferConfig& config) {
+    launch::LlDispatchPlan plan;
+    plan.shape = dispatch_shape(args);
+    plan.num_tokens = handle.num_tokens;
+    plan.num_experts = handle.num_experts;
+    plan.expert_alignment = args.expert_alignment;
+    plan.zero_padding = args.zero_padding;
+    plan.recv_rows = handle.contiguous_rows;
+    plan.num_sms = config.num_sms;
+    plan.mask_unresponsive = config.ll_mask_unresponsive_ranks;
+    return plan;
+}
+
+// The dispatch's outputs in one allocation on `stream` (host time, see allocate_group): recv_x and
+// its column-major scales ([L, R*T_ll] rows masked, the contiguous capacity otherwise) into the
+// result, the combine's routing into the handle.
+void allocate_dispatch_outputs(const Buffer::Impl& impl, LowLatencyHandle& handle,
+                               LowLatencyDispatchResult& result, cudaStream_t stream) {
+    const int64_t R = handle.num_ranks, L = handle.local_experts, H = handle.hidden, K = handle.topk;
+    const int64_t rows = handle.rows_per_expert(), x_rows = handle.contiguous_rows;
+    const int32_t scale_kind = scale_kind_of(handle.use_fp8, handle.scale_format);
+    const int64_t words = device::RecordLayout::scale_words(H, scale_kind);
+    const DType x_dtype = handle.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
+    const DType scale_dtype = scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32;
+    const bool contiguous = handle.layout == RecvLayout::kExpertContiguous;
+    auto outputs = contiguous
+                       ? impl.outputs->allocate_group({{x_dtype, {x_rows, H}},
+                                                       {DType::kInt32, {L}},
+                                                       {DType::kInt32, {L, rows}},
+                                                       {scale_dtype, {handle.use_fp8 ? words : 0, x_rows}},
+                                                       {DType::kInt32, {L + 1}},
+                                                       {DType::kInt32, {rows, K + 1}},
+                                                       {DType::kFloat32, {rows, K}},
+                                                       {DType::kInt32, {R + 1}}},
+                                                      stream)
+                       : impl.outputs->allocate_group({{x_dtype, {L, rows, H}},
+                                                       {DType::kInt32, {L}},
+                                                       {DType::kInt32, {L, rows}},
+                                                       {scale_dtype, {handle.use_fp8 ? L : 0, words, rows}},
+                                                       {DType::kInt32, {L + 1}},
+                                                       {DType::kInt32, {rows, K + 1}},
+                                                       {DType::kFloat32, {rows, K}},
+                                                       {DType::kInt32, {R + 1}}},
+                                                      stream);
+    result.recv_x = outputs[0];
+    handle.recv_count = outputs[1];
+    handle.recv_source = outputs[2];
+    result.recv_expert_offsets = outputs[4];
+    handle.recv_token_rows = outputs[5];
+    handle.recv_token_weights = outputs[6];
+    handle.recv_record_starts = outputs[7];
+    if (!handle.use_fp8) return;
+    handle.recv_scales_storage = outputs[3];
+    const TensorView& storage = handle.recv_scales_storage.view();
+    result.recv_scales =
+        DeviceTensor::borrow(contiguous ? TensorView::strided(storage.ptr(), storage.dtype, {x_rows, words},
+                                                              {1, x_rows}, storage.device)
+                                        : TensorView::strided(storage.ptr(), storage.dtype, {L, rows, words},
+                                                              {words * rows, 1, rows}, storage.device));
+}
+
+launch::LlDispatchViews dispatch_views(const LowLatencyDispatchArgs& args, const LowLatencyHandle& handle,
+                                       const LowLatencyDispatchResult& result) {
+    launch::LlDispatchViews views;
+    views.x = args.x;
+    views.topk_idx = args.topk_idx;
+    views.topk_weights = args.topk_weights;
+    views.cumulative_local_expert_recv_stats = args.cumulative_local_expert_recv_stats;
+    views.wait_time_stats = args.wait_time_stats;
+    views.recv_x = result.recv_x.view();
+    if (handle.use_fp8) views.recv_scales = handle.recv_scales_storage.view();
+    views.recv_count = handle.recv_count.view();
+    views.recv_source = handle.recv_source.view();
+    views.recv_expert_offsets = result.recv_expert_offsets.view();
+    views.recv_token_rows = handle.recv_token_rows.view();
+    views.recv_token_weights = handle.recv_token_weights.view();
+    views.recv_record_starts = handle.recv_record_starts.view();
+    return views;
+}
+
+launch::LlCombinePlan combine_plan(const LowLatencyCombineArgs& args, const LowLatencyHandle& handle,
+                                   const BufferConfig& config) {
+    const bool contiguous = handle.layout == RecvLayout::kExpertContiguous;
+    launch::LlCombinePlan plan;
+    plan.shape.hidden = handle.hidden;
+    plan.shape.topk = handle.topk;
+    plan.shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
+    plan.shape.hierarchical = args.hierarchical;
+    plan.shape.contiguous = contiguous;
+    plan.num_tokens = handle.num_tokens;
+    plan.num_experts = handle.num_experts;
+    plan.y_alignment = contiguous ? handle.expert_alignment : 0;
+    plan.num_sms = config.num_sms;
+    plan.mask_unresponsive = config.ll_mask_unresponsive_ranks;
+    return plan;
+}
+
+// `y`: the caller's, or the zero-copy area (ll_combine_input); `out`: allocated or the caller's.
+launch::LlCombineViews combine_views(const LowLatencyCombineArgs& args, const LowLatencyHandle& handle,
+                                     const TensorView& y, const TensorView& out) {
+    launch::LlCombineViews views;
+    views.y = y;
+    views.topk_idx = args.topk_idx;
+    views.topk_weights = args.topk_weights;
+    views.out = out;
+    views.wait_time_stats = args.wait_time_stats;
+    views.recv_count = handle.recv_count.view();
+    views.recv_source = handle.recv_source.view();
+    views.recv_token_rows = handle.recv_token_rows.view();
+    views.recv_token_weights = handle.recv_token_weights.view();
+    views.recv_record_starts = handle.recv_record_starts.view();
+    return views;
 }
 
 }  // namespace
 
 void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_load_kernels");
-    const LlDispatchExtents extents = check_ll_dispatch_args(impl.config, num_ranks(), impl.device, args);
-    launch::LlDispatchShape dispatch;
-    dispatch.hidden = static_cast<int>(extents.H);
-    dispatch.topk = static_cast<int>(extents.K);
-    dispatch.scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
-    dispatch.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
-    dispatch.contiguous = args.layout == RecvLayout::kExpertContiguous;
-    launch::LlCombineShape combine;
-    combine.hidden = dispatch.hidden;
-    combine.topk = dispatch.topk;
-    combine.index_is_int64 = dispatch.index_is_int64;
-    combine.contiguous = dispatch.contiguous;
-    // Both reductions' combine kernels: either may follow the dispatch.
-    for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
-        dispatch.phases = combine.phases = phases;
-        jit::get_kernel(launch::ll_dispatch_source(dispatch), impl.device);
-        for (bool hierarchical : {false, true}) {
-            combine.hierarchical = hierarchical;
-            jit::get_kernel(launch::ll_combine_source(combine), impl.device);
-        }
-    }
+    core::validate_low_latency(impl.config, "ll_load_kernels");
+    core::validate_ll_dispatch(args, ll_validation_context(impl));
+    for (const jit::KernelSource& source : launch::ll_op_sources(dispatch_shape(args)))
+        jit::get_kernel(source, impl.device);
 }
 
 LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
     Impl& impl = *impl_;
-    const BufferConfig& config = impl.config;
-    require_low_latency(config, "ll_dispatch");
-    const int R = num_ranks(), device = impl.device;
-    const int32_t max_tokens = config.ll_max_tokens_per_rank;
-    const auto [T, H, K, E, L] = check_ll_dispatch_args(config, R, device, args);
-    if (args.cumulative_local_expert_recv_stats.defined()) {
-        require_tensor(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats",
-                       DType::kInt32, 1, device);
-        require_shape(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats", {L});
-    }
-    if (args.wait_time_stats.defined()) {
-        require_tensor(args.wait_time_stats, "wait_time_stats", DType::kInt64, 1, device);
-        require_shape(args.wait_time_stats, "wait_time_stats", {R});
-    }
-
-    auto handle = std::make_shared<LowLatencyHandle>();
-    handle->num_tokens = static_cast<int32_t>(T);
-    handle->hidden = static_cast<int32_t>(H);
-    handle->topk = static_cast<int32_t>(K);
-    handle->num_experts = E;
-    handle->num_ranks = R;
-    handle->local_experts = L;
-    handle->max_tokens = max_tokens;
-    handle->index_is_int64 = args.topk_idx.dtype == DType::kInt64;
-    handle->use_fp8 = args.use_fp8;
-    handle->scale_format = args.use_fp8 ? args.scale_format : ScaleFormat::kNone;
-    handle->has_weights = args.topk_weights.defined();
-    const bool contiguous = args.layout == RecvLayout::kExpertContiguous;
-    handle->layout = args.layout;
-    handle->expert_alignment = args.expert_alignment;
-    handle->contiguous_rows =
-        contiguous ? device::ll_contiguous_rows(R, max_tokens, int32_t(K), L, args.expert_alignment) : 0;
-    const int32_t scale_kind = scale_kind_of(args.use_fp8, args.scale_format);
-    const int64_t rows = int64_t(R) * max_tokens;
-    const int64_t words = device::RecordLayout::scale_words(H, scale_kind);
-    device::LlDispatchArgs dispatch{};
-    dispatch.x = args.x.ptr();
-    dispatch.x_row_stride = args.x.strides[0];
-    dispatch.topk_idx = args.topk_idx.ptr();
-    dispatch.topk_row_stride = args.topk_idx.strides[0];
-    dispatch.topk_weights = handle->has_weights ? args.topk_weights.ptr_as<float>() : nullptr;
-    dispatch.weights_row_stride = handle->has_weights ? args.topk_weights.strides[0] : 0;
-    dispatch.num_tokens = static_cast<int32_t>(T);
-    dispatch.num_experts = E;
-    dispatch.local_experts = L;
-    dispatch.cumulative_local_expert_recv_stats =
-        args.cumulative_local_expert_recv_stats.defined()
-            ? args.cumulative_local_expert_recv_stats.ptr_as<int32_t>()
-            : nullptr;
-    dispatch.wait_time_stats =
-        args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
-    dispatch.expert_alignment = contiguous ? args.expert_alignment : 0;
-    dispatch.recv_rows = handle->contiguous_rows;
-    dispatch.zero_padding = contiguous && args.zero_padding ? 1 : 0;
-
-    launch::LlDispatchShape shape;
-    shape.hidden = static_cast<int>(H);
-    shape.topk = static_cast<int>(K);
-    shape.scale_kind = scale_kind;
-    shape.index_is_int64 = handle->index_is_int64;
-    shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
-    shape.contiguous = contiguous;
-
+    core::validate_low_latency(impl.config, "ll_dispatch");
+    core::validate_ll_dispatch(args, ll_validation_context(impl));
+    const std::shared_ptr<LowLatencyHandle> handle =
+        make_dispatch_handle(args, num_ranks(), impl.config.ll_max_tokens_per_rank);
+    const launch::LlDispatchPlan plan = dispatch_plan(args, *handle, impl.config);
+    const int phases = first_phases(args.return_recv_hook);
+    const device::OpTrace trace = ll_dispatch_trace(impl, phases);
     const launch::LaunchContext context = impl.context(stream);
-    dispatch.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
-    dispatch.buffer.trace = ll_trace_slots(impl, device::kLlDispatch, shape.phases);
-    // With zero_padding the grid also covers the segments' most padding rows.
-    const int64_t max_padding_rows = dispatch.zero_padding ? int64_t(L) * (args.expert_alignment - 1) : 0;
-    const int blocks =
-        launch::ll_dispatch_blocks(context, config.num_sms, shape, max_tokens, max_padding_rows);
 
     LowLatencyDispatchResult result;
+    launch::LlDispatchViews views;
     result.done = impl.run_ordered(stream, args.order, [&] {
-        // Allocated on the op's stream once it follows the caller's stream (inside a capture they
-        // become graph allocation nodes).
-        const cudaStream_t comm = impl.op_stream(stream);
-        // One allocation for all of the op's outputs (host time, see allocate_group).
-        // recv_x and the scales: [L, R*T_ll] rows masked, the contiguous capacity otherwise; then
-        // the per-record routing of a hierarchical combine.
-        const DType x_dtype = args.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
-        const DType scale_dtype = scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32;
-        const int64_t x_rows = handle->contiguous_rows;
-        auto outputs = contiguous
-                           ? impl.outputs->allocate_group({{x_dtype, {x_rows, H}},
-                                                           {DType::kInt32, {L}},
-                                                           {DType::kInt32, {L, rows}},
-                                                           {scale_dtype, {args.use_fp8 ? words : 0, x_rows}},
-                                                           {DType::kInt32, {L + 1}},
-                                                           {DType::kInt32, {rows, K + 1}},
-                                                           {DType::kFloat32, {rows, K}},
-                                                           {DType::kInt32, {R + 1}}},
-                                                          comm)
-                           : impl.outputs->allocate_group({{x_dtype, {L, rows, H}},
-                                                           {DType::kInt32, {L}},
-                                                           {DType::kInt32, {L, rows}},
-                                                           {scale_dtype, {args.use_fp8 ? L : 0, words, rows}},
-                                                           {DType::kInt32, {L + 1}},
-                                                           {DType::kInt32, {rows, K + 1}},
-                                                           {DType::kFloat32, {rows, K}},
-                                                           {DType::kInt32, {R + 1}}},
-                                                          comm);
-        result.recv_x = outputs[0];
-        handle->recv_count = outputs[1];
-        handle->recv_source = outputs[2];
-        result.recv_expert_offsets = outputs[4];
-        handle->recv_token_rows = outputs[5];
-        handle->recv_token_weights = outputs[6];
-        handle->recv_record_starts = outputs[7];
-        if (args.use_fp8) {
-            handle->recv_scales_storage = outputs[3];
-            result.recv_scales = DeviceTensor::borrow(
-                contiguous ? TensorView::strided(handle->recv_scales_storage.view().ptr(),
-                                                 handle->recv_scales_storage.view().dtype, {x_rows, words},
-                                                 {1, x_rows}, Device::cuda(device))
-                           : TensorView::strided(handle->recv_scales_storage.view().ptr(),
-                                                 handle->recv_scales_storage.view().dtype, {L, rows, words},
-                                                 {words * rows, 1, rows}, Device::cuda(device)));
-        }
-        dispatch.recv_x = result.recv_x.view().ptr();
-        dispatch.recv_scales = args.use_fp8 ? handle->recv_scales_storage.data<uint32_t>() : nullptr;
-        dispatch.recv_count = handle->recv_count.data<int32_t>();
-        dispatch.recv_source = handle->recv_source.data<int32_t>();
-        dispatch.recv_expert_offsets = result.recv_expert_offsets.data<int32_t>();
-        dispatch.recv_token_rows = handle->recv_token_rows.data<int32_t>();
-        dispatch.recv_token_weights = handle->recv_token_weights.data<float>();
-        dispatch.recv_record_starts = handle->recv_record_starts.data<int32_t>();
-        launch::launch_ll_dispatch(context, dispatch, shape, blocks);
+        // Allocated on the op's stream once it follows the caller's stream.
+        allocate_dispatch_outputs(impl, *handle, result, impl.op_stream(stream));
+        views = dispatch_views(args, *handle, result);
+        launch::launch_ll_dispatch(context, plan, views, phases, trace);
     });
     result.recv_count = handle->recv_count;
     result.handle = handle;
+    if (!args.return_recv_hook) return result;
 
-    if (args.return_recv_hook) {
-        Impl* impl_pointer = impl_.get();
-        launch::LlDispatchShape receive_shape = shape;
-        receive_shape.phases = device::kLlRecvHalf;
-        // The receive half reads nothing of the caller's inputs; it keeps the outputs alive.
-        const OpOrder receive_order{nullptr, args.order.async};
-        result.receive = [impl_pointer, dispatch, receive_shape, blocks, stream, receive_order, handle,
-                          recv_x = result.recv_x, offsets = result.recv_expert_offsets] {
-            device::LlDispatchArgs receive_args = dispatch;
-            receive_args.buffer.trace =
-                ll_trace_slots(*impl_pointer, device::kLlDispatch, receive_shape.phases);
-            return impl_pointer->run_ordered(stream, receive_order, [&] {
-                launch::launch_ll_dispatch(impl_pointer->context(stream), receive_args, receive_shape,
-                                           blocks);
-            });
-        };
-    }
+    // The receive half reads nothing of the caller's inputs; it keeps the outputs alive.
+    Impl* impl_pointer = impl_.get();
+    const OpOrder receive_order{nullptr, args.order.async};
+    result.receive = [impl_pointer, plan, views, stream, receive_order, handle, recv_x = result.recv_x,
+                      offsets = result.recv_expert_offsets] {
+        const device::OpTrace receive_trace = ll_dispatch_trace(*impl_pointer, device::kLlRecvHalf);
+        return impl_pointer->run_ordered(stream, receive_order, [&] {
+            launch::launch_ll_dispatch(impl_pointer->context(stream), plan, views, device::kLlRecvHalf,
+                                       receive_trace);
+        });
+    };
     return result;
 }
 
@@ -350,128 +259,42 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
                                            const std::shared_ptr<const LowLatencyHandle>& handle,
                                            cudaStream_t stream) {
     Impl& impl = *impl_;
-    const BufferConfig& config = impl.config;
-    require_low_latency(config, "ll_combine");
-    if (!handle) fail("ll_combine needs the handle of the LL dispatch it answers");
-    const int R = num_ranks(), device = impl.device;
-    if (handle->num_ranks != R)
-        fail("ll_combine: the handle comes from a buffer with a different rank count");
-    const int64_t T = handle->num_tokens, H = handle->hidden, K = handle->topk, L = handle->local_experts;
-    const int64_t rows = handle->rows_per_expert();
-
-    TensorView y = args.y;
-    const bool contiguous = handle->layout == RecvLayout::kExpertContiguous;
-    if (args.zero_copy) {
-        if (!config.ll_zero_copy_combine)
-            fail("ll_combine with zero_copy = true needs BufferConfig::ll_zero_copy_combine = true");
-        if (contiguous) fail("ll_combine with zero_copy = true needs a dispatch in the masked layout");
-        y = ll_combine_input(*handle);
-    } else if (contiguous) {
-        require_tensor(y, "y", DType::kBFloat16, 2, device);
-        require_shape(y, "y", {handle->contiguous_rows, H});
-        require_aligned_rows(y, "y");
-    } else {
-        require_tensor(y, "y", DType::kBFloat16, 3, device);
-        require_shape(y, "y", {L, rows, H});
-        require_aligned_rows(y, "y");
-    }
-    if (!args.topk_idx.defined() || args.topk_idx.ndim != 2 ||
-        (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64))
-        fail("topk_idx must be the dispatch's 2-D int32 or int64 tensor, got " + args.topk_idx.describe());
-    require_tensor(args.topk_idx, "topk_idx", args.topk_idx.dtype, 2, device);
-    require_shape(args.topk_idx, "topk_idx", {T, K});
-    if (args.hierarchical) {
-        if (!handle->has_weights)
-            fail(
-                "hierarchical ll_combine weights each partial on the expert ranks with the weights that "
-                "travelled with the dispatch: pass topk_weights to ll_dispatch");
-        if (args.topk_weights.defined())
-            fail(
-                "hierarchical ll_combine applies the dispatch's top-k weights; leave the combine's "
-                "topk_weights empty");
-    } else {
-        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, device);
-        require_shape(args.topk_weights, "topk_weights", {T, K});
-    }
-    if (args.out.defined()) {
-        require_tensor(args.out, "out", DType::kBFloat16, 2, device);
-        require_shape(args.out, "out", {T, H});
-        require_aligned_rows(args.out, "out");
-    }
-    if (args.wait_time_stats.defined()) {
-        require_tensor(args.wait_time_stats, "wait_time_stats", DType::kInt64, 1, device);
-        require_shape(args.wait_time_stats, "wait_time_stats", {R});
-    }
-
-    device::LlCombineArgs combine{};
-    combine.y = y.ptr();
-    combine.y_expert_stride = contiguous ? 0 : y.strides[0];
-    combine.y_row_stride = contiguous ? y.strides[0] : y.strides[1];
-    combine.y_alignment = contiguous ? handle->expert_alignment : 0;
-    combine.topk_idx = args.topk_idx.ptr();
-    combine.topk_row_stride = args.topk_idx.strides[0];
-    combine.topk_weights = args.hierarchical ? nullptr : args.topk_weights.ptr_as<float>();
-    combine.weights_row_stride = args.hierarchical ? 0 : args.topk_weights.strides[0];
-    combine.num_tokens = static_cast<int32_t>(T);
-    combine.num_experts = handle->num_experts;
-    combine.local_experts = static_cast<int32_t>(L);
-    combine.recv_count = handle->recv_count.data<int32_t>();
-    combine.recv_source = handle->recv_source.data<int32_t>();
-    combine.wait_time_stats =
-        args.wait_time_stats.defined() ? args.wait_time_stats.ptr_as<int64_t>() : nullptr;
-    combine.recv_token_rows = handle->recv_token_rows.data<int32_t>();
-    combine.recv_token_weights = handle->recv_token_weights.data<float>();
-    combine.recv_record_starts = handle->recv_record_starts.data<int32_t>();
-
-    launch::LlCombineShape shape;
-    shape.hidden = static_cast<int>(H);
-    shape.topk = static_cast<int>(K);
-    shape.index_is_int64 = args.topk_idx.dtype == DType::kInt64;
-    shape.phases = args.return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
-    shape.hierarchical = args.hierarchical;
-    shape.contiguous = contiguous;
-
+    core::validate_low_latency(impl.config, "ll_combine");
+    core::validate_ll_combine(args, handle.get(), ll_validation_context(impl));
+    const TensorView y = args.zero_copy ? ll_combine_input(*handle) : args.y;
+    const launch::LlCombinePlan plan = combine_plan(args, *handle, impl.config);
+    const int phases = first_phases(args.return_recv_hook);
+    const device::OpTrace trace = ll_combine_trace(impl, phases);
     const launch::LaunchContext context = impl.context(stream);
-    combine.buffer = launch::ll_buffer_args(context, config.ll_mask_unresponsive_ranks);
-    combine.buffer.trace = ll_trace_slots(impl, device::kLlCombine, shape.phases);
-    const int blocks = launch::ll_num_blocks(context, config.num_sms);
 
     LowLatencyCombineResult result;
+    launch::LlCombineViews views;
     result.done = impl.run_ordered(stream, args.order, [&] {
         result.out = args.out.defined()
                          ? DeviceTensor::borrow(args.out)
-                         : impl.outputs->allocate(DType::kBFloat16, {T, H}, impl.op_stream(stream));
-        combine.out = result.out.view().ptr();
-        combine.out_row_stride = result.out.view().ndim == 2 && T > 0 ? result.out.view().strides[0] : H;
-        launch::launch_ll_combine(context, combine, shape, blocks);
+                         : impl.outputs->allocate(DType::kBFloat16, {handle->num_tokens, handle->hidden},
+                                                  impl.op_stream(stream));
+        views = combine_views(args, *handle, y, result.out.view());
+        launch::launch_ll_combine(context, plan, views, phases, trace);
     });
+    if (!args.return_recv_hook) return result;
 
-    if (args.return_recv_hook) {
-        Impl* impl_pointer = impl_.get();
-        launch::LlCombineShape receive_shape = shape;
-        receive_shape.phases = device::kLlRecvHalf;
-        const OpOrder receive_order{nullptr, args.order.async};
-        result.receive = [impl_pointer, combine, receive_shape, blocks, stream, receive_order, handle,
-                          out = result.out] {
-            device::LlCombineArgs receive_args = combine;
-            receive_args.buffer.trace =
-                ll_trace_slots(*impl_pointer, device::kLlCombine, receive_shape.phases);
-            return impl_pointer->run_ordered(stream, receive_order, [&] {
-                launch::launch_ll_combine(impl_pointer->context(stream), receive_args, receive_shape, blocks);
-            });
-        };
-    }
+    Impl* impl_pointer = impl_.get();
+    const OpOrder receive_order{nullptr, args.order.async};
+    result.receive = [impl_pointer, plan, views, stream, receive_order, handle, out = result.out] {
+        const device::OpTrace receive_trace = ll_combine_trace(*impl_pointer, device::kLlRecvHalf);
+        return impl_pointer->run_ordered(stream, receive_order, [&] {
+            launch::launch_ll_combine(impl_pointer->context(stream), plan, views, device::kLlRecvHalf,
+                                      receive_trace);
+        });
+    };
     return result;
 }
 
 TensorView Buffer::ll_combine_input(const LowLatencyHandle& handle) const {
     const Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_combine_input");
-    if (!impl.config.ll_zero_copy_combine || impl.layout.ll_zero_copy_bytes == 0)
-        fail("ll_combine_input needs a buffer created with BufferConfig::ll_zero_copy_combine = true");
-    if (handle.num_ranks != num_ranks()) fail("ll_combine_input: the handle comes from a different buffer");
-    if (handle.layout != RecvLayout::kExpertMasked)
-        fail("ll_combine_input: zero-copy combine input needs a dispatch in the masked layout");
+    core::validate_low_latency(impl.config, "ll_combine_input");
+    core::validate_ll_combine_input(handle, impl.layout.ll_zero_copy_bytes != 0, ll_validation_context(impl));
     const int64_t L = handle.local_experts, rows = handle.rows_per_expert(), H = handle.hidden;
     return TensorView::strided(impl.memory->local() + impl.layout.ll_zero_copy_offset, DType::kBFloat16,
                                {L, rows, H}, {rows * H, H, 1}, Device::cuda(impl.device));
@@ -479,19 +302,16 @@ TensorView Buffer::ll_combine_input(const LowLatencyHandle& handle) const {
 
 namespace {
 
-// (A template so the private Buffer::Impl is never named outside Buffer's members.)
-template <typename BufferImpl>
-uint32_t* ll_mask_pointer(const BufferImpl& impl, int num_ranks) {
-    return device::LlSignalLayout::make(num_ranks).mask(
-        impl.layout.workspace.ll_signals(impl.memory->local()));
+uint32_t* ll_mask_pointer(const Buffer::Impl& impl) {
+    return device::LlSignalLayout::make(impl.communicator->size())
+        .mask(impl.layout.workspace.ll_signals(impl.memory->local()));
 }
 
 // Zeroes mask words [first, first + count), then sets the first to 1 if `mask_first`, after the
 // ops issued so far: ordered on the comm stream, or (ops on the callers' streams) after a drain
 // and complete before the next op.
-template <typename BufferImpl>
-void write_mask(BufferImpl& impl, int first, int count, bool mask_first) {
-    uint32_t* words = ll_mask_pointer(impl, impl.communicator->size()) + first;
+void write_mask(Buffer::Impl& impl, int first, int count, bool mask_first) {
+    uint32_t* words = ll_mask_pointer(impl) + first;
     const bool on_callers = impl.config.launch_on_caller_stream;
     if (on_callers) impl.drain();
     SY_CUDA_CHECK(cudaMemsetAsync(words, 0, sizeof(uint32_t) * count, impl.comm_stream));
@@ -504,14 +324,14 @@ void write_mask(BufferImpl& impl, int first, int count, bool mask_first) {
 
 std::vector<int32_t> Buffer::ll_query_mask() {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_query_mask");
+    core::validate_low_latency(impl.config, "ll_query_mask");
     const int R = num_ranks();
     std::vector<int32_t> mask(R, 0);
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     // Wait for queued ops first: a copy into pageable memory that waits behind a kernel holds the
-    // driver's staging buffers, which a co-located rank's own copy may need (design notes §2).
+    // driver's staging buffers, which a co-located rank's own copy may need (DESIGN.md §4, rule 6).
     impl.drain();
-    SY_CUDA_CHECK(cudaMemcpyAsync(mask.data(), ll_mask_pointer(impl, R), sizeof(int32_t) * R,
+    SY_CUDA_CHECK(cudaMemcpyAsync(mask.data(), ll_mask_pointer(impl), sizeof(int32_t) * R,
                                   cudaMemcpyDeviceToHost, impl.comm_stream));
     SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
     for (int32_t& value : mask) value = value != 0 ? 1 : 0;
@@ -520,17 +340,15 @@ std::vector<int32_t> Buffer::ll_query_mask() {
 
 void Buffer::ll_set_mask(int rank, bool masked) {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_set_mask");
-    const int R = num_ranks();
-    if (rank < 0 || rank >= R)
-        fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(R) + ")");
+    core::validate_low_latency(impl.config, "ll_set_mask");
+    core::validate_ll_mask_rank(rank, ll_validation_context(impl));
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     write_mask(impl, rank, 1, masked);
 }
 
 void Buffer::ll_clear_mask() {
     Impl& impl = *impl_;
-    require_low_latency(impl.config, "ll_clear_mask");
+    core::validate_low_latency(impl.config, "ll_clear_mask");
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     write_mask(impl, 0, num_ranks(), false);
 }

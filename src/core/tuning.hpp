@@ -32,7 +32,11 @@ constexpr int kHtReceiveThreads = 256;
 constexpr int kHtReceiveBlocksPerSm = 4;
 
 // --- Low latency --------------------------------------------------------------------------------
-constexpr int kLlWarps = 8;              // warps per block of every LL kernel
-constexpr int kLlSendItemsPerWarp = 1;   // work items per sending warp (fewer senders, fewer fences)
+// Warps per block of every LL kernel: a template argument of the kernels and the launch's block.
+constexpr int kLlWarps = 8;
+// Work items per sending warp: an LL kernel sends from as few blocks as give each warp this many
+// items. Fewer sending blocks mean fewer system fences and remote arrivals per op, more mean fewer
+// items in a row per warp; one item per warp won.
+constexpr int kLlSendItemsPerWarp = 1;
 
 }  // namespace switchyard::tuning

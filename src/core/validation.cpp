@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/ll_handle.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::core {
@@ -23,6 +24,27 @@ std::string shape_text(const TensorView& view) {
     return view.describe();
 }
 
+std::string extents_text(std::initializer_list<int64_t> extents) {
+    std::string text = "[";
+    for (int64_t extent : extents) text += (text.size() > 1 ? ", " : "") + std::to_string(extent);
+    return text + "]";
+}
+
+void require_defined(const TensorView& view, const char* name) {
+    if (!view.defined()) fail(std::string(name) + " is required");
+}
+
+void require_ndim(const TensorView& view, const char* name, int ndim) {
+    if (view.ndim != ndim)
+        fail(std::string(name) + " must be " + std::to_string(ndim) + "-D, got " + shape_text(view));
+    for (int d = 0; d < ndim; ++d)
+        if (view.shape[d] < 0) fail(std::string(name) + " has a negative extent: " + shape_text(view));
+}
+
+void require_2d(const TensorView& view, const char* name) {
+    require_ndim(view, name, 2);
+}
+
 void require_device(const TensorView& view, const char* name, const ValidationContext& context) {
     if (!(view.device == context.device)) {
         std::ostringstream out;
@@ -34,19 +56,25 @@ void require_device(const TensorView& view, const char* name, const ValidationCo
     }
 }
 
-void require_2d(const TensorView& view, const char* name) {
-    if (view.ndim != 2) fail(std::string(name) + " must be 2-D, got " + shape_text(view));
-    if (view.shape[0] < 0 || view.shape[1] < 0) fail(std::string(name) + " has a negative extent");
-}
-
 void require_dtype(const TensorView& view, const char* name, DType expected) {
     if (view.dtype != expected)
         fail(std::string(name) + " must be " + dtype_name(expected) + ", got " + dtype_name(view.dtype));
 }
 
 void require_inner_contiguous(const TensorView& view, const char* name) {
-    if (view.shape[1] > 1 && view.strides[1] != 1)
+    const int last = view.ndim - 1;
+    if (view.shape[last] > 1 && view.strides[last] != 1)
         fail(std::string(name) + " must have unit stride in its last dimension, got " + shape_text(view));
+}
+
+// A device tensor of `dtype` with `ndim` dimensions on the buffer's device, unit stride in the last.
+void require_tensor(const TensorView& view, const char* name, DType dtype, int ndim,
+                    const ValidationContext& context) {
+    require_defined(view, name);
+    require_ndim(view, name, ndim);
+    require_device(view, name, context);
+    require_dtype(view, name, dtype);
+    require_inner_contiguous(view, name);
 }
 
 void require_rows(const TensorView& view, const char* name, int64_t rows) {
@@ -55,17 +83,31 @@ void require_rows(const TensorView& view, const char* name, int64_t rows) {
              shape_text(view));
 }
 
+void require_shape(const TensorView& view, const char* name, std::initializer_list<int64_t> shape) {
+    int d = 0;
+    for (int64_t extent : shape)
+        if (view.shape[d++] != extent)
+            fail(std::string(name) + " must have shape " + extents_text(shape) + ", got " + shape_text(view));
+}
+
+// Rows are moved in 16-byte units from 16-byte aligned addresses: the rows' bytes, every stride
+// but the last and the base address are multiples of 16 bytes.
 void require_aligned_rows(const TensorView& view, const char* name) {
-    const int64_t row_bytes = view.shape[1] * static_cast<int64_t>(view.element_size());
-    const int64_t stride_bytes = view.strides[0] * static_cast<int64_t>(view.element_size());
+    const int64_t element = static_cast<int64_t>(view.element_size());
+    const int last = view.ndim - 1;
+    const int64_t row_bytes = view.shape[last] * element;
     const auto address = reinterpret_cast<uintptr_t>(view.ptr());
     if (row_bytes % kRowAlignmentBytes != 0)
         fail(std::string(name) + " rows must be a multiple of " + std::to_string(kRowAlignmentBytes) +
              " bytes for bulk copies, got " + std::to_string(row_bytes) + " bytes (" + shape_text(view) +
              "); pad the hidden size");
-    if (view.shape[0] > 1 && stride_bytes % kRowAlignmentBytes != 0)
-        fail(std::string(name) + " row stride must be a multiple of " + std::to_string(kRowAlignmentBytes) +
-             " bytes, got " + std::to_string(stride_bytes) + " bytes");
+    for (int d = 0; d < last; ++d) {
+        const int64_t stride_bytes = view.strides[d] * element;
+        if (view.shape[d] > 1 && stride_bytes % kRowAlignmentBytes != 0)
+            fail(std::string(name) + (d == last - 1 ? " row stride" : " stride " + std::to_string(d)) +
+                 " must be a multiple of " + std::to_string(kRowAlignmentBytes) + " bytes, got " +
+                 std::to_string(stride_bytes) + " bytes");
+    }
     if (address % kRowAlignmentBytes != 0)
         fail(std::string(name) + " data must be " + std::to_string(kRowAlignmentBytes) +
              "-byte aligned, got address 0x" + [&] {
@@ -75,27 +117,45 @@ void require_aligned_rows(const TensorView& view, const char* name) {
              }());
 }
 
-void validate_topk(const DispatchArgs& args, const ValidationContext& context, int64_t num_tokens) {
-    if (!args.topk_idx.defined()) fail("topk_idx is required for a dispatch without a handle");
-    require_2d(args.topk_idx, "topk_idx");
-    require_device(args.topk_idx, "topk_idx", context);
-    if (args.topk_idx.dtype != DType::kInt32 && args.topk_idx.dtype != DType::kInt64)
-        fail(std::string("topk_idx must be int32 or int64, got ") + dtype_name(args.topk_idx.dtype));
-    require_rows(args.topk_idx, "topk_idx", num_tokens);
-    require_inner_contiguous(args.topk_idx, "topk_idx");
-    const int64_t topk = args.topk_idx.shape[1];
+// topk_idx: [T, K] int32 or int64 on the buffer's device, K within the buffer's max_topk. Returns K.
+int64_t require_topk_idx(const TensorView& topk_idx, const ValidationContext& context, int64_t num_tokens) {
+    require_2d(topk_idx, "topk_idx");
+    require_device(topk_idx, "topk_idx", context);
+    if (topk_idx.dtype != DType::kInt32 && topk_idx.dtype != DType::kInt64)
+        fail(std::string("topk_idx must be int32 or int64, got ") + dtype_name(topk_idx.dtype));
+    require_rows(topk_idx, "topk_idx", num_tokens);
+    require_inner_contiguous(topk_idx, "topk_idx");
+    const int64_t topk = topk_idx.shape[1];
     if (topk < 1 || topk > context.max_topk)
         fail("top-k must be between 1 and the buffer's max_topk (" + std::to_string(context.max_topk) +
              "), got " + std::to_string(topk));
-    if (args.topk_weights.defined()) {
-        require_2d(args.topk_weights, "topk_weights");
-        require_device(args.topk_weights, "topk_weights", context);
-        require_dtype(args.topk_weights, "topk_weights", DType::kFloat32);
-        require_inner_contiguous(args.topk_weights, "topk_weights");
-        if (args.topk_weights.shape[0] != num_tokens || args.topk_weights.shape[1] != topk)
-            fail("topk_weights must have the shape of topk_idx [" + std::to_string(num_tokens) + ", " +
-                 std::to_string(topk) + "], got " + shape_text(args.topk_weights));
-    }
+    return topk;
+}
+
+// topk_weights of a dispatch: fp32 in the shape of topk_idx.
+void require_topk_weights(const TensorView& weights, const ValidationContext& context, int64_t num_tokens,
+                          int64_t topk) {
+    require_2d(weights, "topk_weights");
+    require_device(weights, "topk_weights", context);
+    require_dtype(weights, "topk_weights", DType::kFloat32);
+    require_inner_contiguous(weights, "topk_weights");
+    if (weights.shape[0] != num_tokens || weights.shape[1] != topk)
+        fail("topk_weights must have the shape of topk_idx [" + std::to_string(num_tokens) + ", " +
+             std::to_string(topk) + "], got " + shape_text(weights));
+}
+
+// An optional per-expert or per-rank statistics vector: `dtype` [extent] when given.
+void require_optional_vector(const TensorView& view, const char* name, DType dtype, int64_t extent,
+                             const ValidationContext& context) {
+    if (!view.defined()) return;
+    require_tensor(view, name, dtype, 1, context);
+    require_shape(view, name, {extent});
+}
+
+void validate_topk(const DispatchArgs& args, const ValidationContext& context, int64_t num_tokens) {
+    if (!args.topk_idx.defined()) fail("topk_idx is required for a dispatch without a handle");
+    const int64_t topk = require_topk_idx(args.topk_idx, context, num_tokens);
+    if (args.topk_weights.defined()) require_topk_weights(args.topk_weights, context, num_tokens, topk);
     if (args.topk_idx.device.type == DeviceType::kCPU) validate_expert_ids(args.topk_idx, args.num_experts);
 }
 
@@ -130,6 +190,7 @@ ValidationContext make_validation_context(const BufferConfig& config, int num_ra
     context.max_hidden = config.max_hidden;
     context.max_topk = config.max_topk;
     context.max_experts = config.max_experts;
+    context.ll_zero_copy_combine = config.ll_zero_copy_combine;
     context.device = device;
     return context;
 }
@@ -213,19 +274,6 @@ void validate_dispatch(const DispatchArgs& args, const ValidationContext& contex
     if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
 }
 
-void validate_ll_layout(const LowLatencyDispatchArgs& args) {
-    if (args.layout != RecvLayout::kExpertMasked && args.layout != RecvLayout::kExpertContiguous)
-        fail("the LL dispatch's layout must be kExpertMasked or kExpertContiguous");
-    if (args.expert_alignment < 1 || args.expert_alignment > 1024)
-        fail("expert_alignment must be in [1, 1024], got " + std::to_string(args.expert_alignment));
-    if (args.layout != RecvLayout::kExpertContiguous && args.expert_alignment != 1)
-        fail("expert_alignment applies to the expert-major contiguous layout only");
-    if (args.layout != RecvLayout::kExpertContiguous && args.zero_padding)
-        fail(
-            "zero_padding applies to the expert-major contiguous layout only: the masked layout has no "
-            "padding rows");
-}
-
 void validate_combine(const CombineArgs& args, const CombineShape& shape, const ValidationContext& context) {
     if (!args.y.defined()) fail("combine needs y (the expert outputs)");
     require_2d(args.y, "y");
@@ -290,6 +338,111 @@ void validate_combine(const CombineArgs& args, const CombineShape& shape, const 
                  std::to_string(shape.hidden) + "], got " + shape_text(args.out));
     }
     if (args.num_sms < 0) fail("num_sms must be >= 0 (0 = analytical model)");
+}
+
+// --- Low latency --------------------------------------------------------------------------------
+
+void validate_low_latency(const BufferConfig& config, const char* op) {
+    if (!config.enable_low_latency)
+        fail(std::string(op) + " needs a buffer created with BufferConfig::enable_low_latency = true");
+}
+
+void validate_ll_layout(const LowLatencyDispatchArgs& args) {
+    if (args.layout != RecvLayout::kExpertMasked && args.layout != RecvLayout::kExpertContiguous)
+        fail("the LL dispatch's layout must be kExpertMasked or kExpertContiguous");
+    if (args.expert_alignment < 1 || args.expert_alignment > 1024)
+        fail("expert_alignment must be in [1, 1024], got " + std::to_string(args.expert_alignment));
+    if (args.layout != RecvLayout::kExpertContiguous && args.expert_alignment != 1)
+        fail("expert_alignment applies to the expert-major contiguous layout only");
+    if (args.layout != RecvLayout::kExpertContiguous && args.zero_padding)
+        fail(
+            "zero_padding applies to the expert-major contiguous layout only: the masked layout has no "
+            "padding rows");
+}
+
+void validate_ll_dispatch(const LowLatencyDispatchArgs& args, const ValidationContext& context) {
+    require_tensor(args.x, "x", DType::kBFloat16, 2, context);
+    const int64_t T = args.x.shape[0], H = args.x.shape[1];
+    if (T > context.max_tokens_per_rank)
+        fail("x has " + std::to_string(T) + " tokens, more than the buffer's ll_max_tokens_per_rank (" +
+             std::to_string(context.max_tokens_per_rank) + ")");
+    if (H < 16 || H % 16 != 0 || H > context.max_hidden)
+        fail("hidden size " + std::to_string(H) +
+             " must be a positive multiple of 16 and at most max_hidden (" +
+             std::to_string(context.max_hidden) + ")");
+    require_aligned_rows(args.x, "x");
+    if (!args.topk_idx.defined()) fail("topk_idx is required");
+    const int64_t K = require_topk_idx(args.topk_idx, context, T);
+    validate_num_experts(args.num_experts, context);
+    if (args.use_fp8 && args.scale_format != ScaleFormat::kFloat32 &&
+        args.scale_format != ScaleFormat::kUE8M0)
+        fail("use_fp8 needs scale_format kFloat32 or kUE8M0");
+    validate_ll_layout(args);
+    if (args.topk_weights.defined()) require_topk_weights(args.topk_weights, context, T, K);
+    require_optional_vector(args.cumulative_local_expert_recv_stats, "cumulative_local_expert_recv_stats",
+                            DType::kInt32, args.num_experts / context.num_ranks, context);
+    require_optional_vector(args.wait_time_stats, "wait_time_stats", DType::kInt64, context.num_ranks,
+                            context);
+}
+
+void validate_ll_combine(const LowLatencyCombineArgs& args, const LowLatencyHandle* handle,
+                         const ValidationContext& context) {
+    if (handle == nullptr) fail("ll_combine needs the handle of the LL dispatch it answers");
+    if (handle->num_ranks != context.num_ranks)
+        fail("ll_combine: the handle comes from a buffer with a different rank count");
+    const int64_t T = handle->num_tokens, H = handle->hidden, K = handle->topk, L = handle->local_experts;
+    const bool contiguous = handle->layout == RecvLayout::kExpertContiguous;
+    if (args.zero_copy) {
+        if (!context.ll_zero_copy_combine)
+            fail("ll_combine with zero_copy = true needs BufferConfig::ll_zero_copy_combine = true");
+        if (contiguous) fail("ll_combine with zero_copy = true needs a dispatch in the masked layout");
+    } else {
+        require_tensor(args.y, "y", DType::kBFloat16, contiguous ? 2 : 3, context);
+        if (contiguous)
+            require_shape(args.y, "y", {handle->contiguous_rows, H});
+        else
+            require_shape(args.y, "y", {L, handle->rows_per_expert(), H});
+        require_aligned_rows(args.y, "y");
+    }
+    if (!args.topk_idx.defined()) fail("topk_idx is required: the dispatch's [T, K]");
+    require_topk_idx(args.topk_idx, context, T);
+    require_shape(args.topk_idx, "topk_idx", {T, K});
+    if (args.hierarchical) {
+        if (!handle->has_weights)
+            fail(
+                "hierarchical ll_combine weights each partial on the expert ranks with the weights that "
+                "travelled with the dispatch: pass topk_weights to ll_dispatch");
+        if (args.topk_weights.defined())
+            fail(
+                "hierarchical ll_combine applies the dispatch's top-k weights; leave the combine's "
+                "topk_weights empty");
+    } else {
+        require_tensor(args.topk_weights, "topk_weights", DType::kFloat32, 2, context);
+        require_shape(args.topk_weights, "topk_weights", {T, K});
+    }
+    if (args.out.defined()) {
+        require_tensor(args.out, "out", DType::kBFloat16, 2, context);
+        require_shape(args.out, "out", {T, H});
+        require_aligned_rows(args.out, "out");
+    }
+    require_optional_vector(args.wait_time_stats, "wait_time_stats", DType::kInt64, context.num_ranks,
+                            context);
+}
+
+void validate_ll_combine_input(const LowLatencyHandle& handle, bool has_zero_copy_area,
+                               const ValidationContext& context) {
+    if (!context.ll_zero_copy_combine || !has_zero_copy_area)
+        fail("ll_combine_input needs a buffer created with BufferConfig::ll_zero_copy_combine = true");
+    if (handle.num_ranks != context.num_ranks)
+        fail("ll_combine_input: the handle comes from a different buffer");
+    if (handle.layout != RecvLayout::kExpertMasked)
+        fail("ll_combine_input: zero-copy combine input needs a dispatch in the masked layout");
+}
+
+void validate_ll_mask_rank(int rank, const ValidationContext& context) {
+    if (rank < 0 || rank >= context.num_ranks)
+        fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " +
+             std::to_string(context.num_ranks) + ")");
 }
 
 }  // namespace switchyard::core

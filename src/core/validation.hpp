@@ -1,4 +1,5 @@
-// Argument validation: every check that can be made on the host before a kernel runs.
+// Argument validation of every op, HT and LL: every check that can be made on the host before a
+// kernel runs, with one set of helpers.
 //
 // Messages name the argument, what was seen and what is accepted, so a user can act on them.
 #pragma once
@@ -13,11 +14,12 @@ namespace switchyard::core {
 // What a call is checked against: the buffer's capacities and the communicator's size.
 struct ValidationContext {
     int32_t num_ranks = 1;
-    int32_t max_tokens_per_rank = 0;
+    int32_t max_tokens_per_rank = 0;  // T_max of the op's mode (HT, or LL: ll_max_tokens_per_rank)
     int32_t max_hidden = 0;
     int32_t max_topk = 0;
     int32_t max_experts = 0;
-    Device device{};  // where every tensor must live
+    bool ll_zero_copy_combine = false;  // BufferConfig::ll_zero_copy_combine
+    Device device{};                    // where every tensor must live
 };
 
 ValidationContext make_validation_context(const BufferConfig& config, int num_ranks, Device device,
@@ -33,10 +35,6 @@ void validate_num_experts(int32_t num_experts, const ValidationContext& context)
 // memory; for device memory the layout kernel checks them before any data moves.
 void validate_dispatch(const DispatchArgs& args, const ValidationContext& context);
 
-// Checks the output layout options of an LL dispatch: the masked or the contiguous layout, an
-// expert_alignment in [1, 1024], and expert_alignment and zero_padding only with the contiguous one.
-void validate_ll_layout(const LowLatencyDispatchArgs& args);
-
 // Range check of host-resident expert ids: throws InvalidArgument naming token, slot and value.
 void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts);
 
@@ -49,5 +47,30 @@ struct CombineShape {
     int32_t topk = 0;
 };
 void validate_combine(const CombineArgs& args, const CombineShape& shape, const ValidationContext& context);
+
+// --- Low latency (context: make_validation_context with the buffer's ll_max_tokens_per_rank) ---
+
+// The LL ops need a buffer created with BufferConfig::enable_low_latency; `op` names the call.
+void validate_low_latency(const BufferConfig& config, const char* op);
+
+// Validates an LL dispatch call (also what Buffer::ll_load_kernels is given). Expert ids are
+// checked by the kernel (an invalid one is reported once every rank has its data).
+void validate_ll_dispatch(const LowLatencyDispatchArgs& args, const ValidationContext& context);
+
+// The output layout options of an LL dispatch (part of validate_ll_dispatch): the masked or the
+// contiguous layout, an expert_alignment in [1, 1024], and expert_alignment and zero_padding only
+// with the contiguous one.
+void validate_ll_layout(const LowLatencyDispatchArgs& args);
+
+// Validates an LL combine call given the handle of the dispatch it answers (null: none given).
+void validate_ll_combine(const LowLatencyCombineArgs& args, const LowLatencyHandle* handle,
+                         const ValidationContext& context);
+
+// Buffer::ll_combine_input: a buffer with the zero-copy area and a masked dispatch of this buffer.
+void validate_ll_combine_input(const LowLatencyHandle& handle, bool has_zero_copy_area,
+                               const ValidationContext& context);
+
+// Buffer::ll_set_mask: a rank of the buffer.
+void validate_ll_mask_rank(int rank, const ValidationContext& context);
 
 }  // namespace switchyard::core

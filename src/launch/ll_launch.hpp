@@ -1,21 +1,24 @@
-// Launchers of the low-latency (LL) kernels: dispatch and combine, each as one kernel with both
-// halves or as a send half and a receive half (hook mode). One argument struct per kernel family
-// (kernels/switchyard/ll/dispatch.cuh, combine.cuh); this header adds the template constants.
+// Launchers of the low-latency (LL) kernels (kernels/switchyard/ll/): dispatch and combine, each
+// one kernel with both halves, or a send and a receive half launched separately (hook mode).
+//
+// Core validates the call, plans it (an LlDispatchPlan or LlCombinePlan: the kernel's shape and
+// the op's extents) and allocates the outputs; the launcher of each kernel family fills that
+// kernel's argument struct (ll/ll_args.cuh) from the plan and the views, and spells its template
+// arguments and launch constants (core/tuning.hpp) once, for both the template and the launch.
 #pragma once
 
-#include <string>
+#include <vector>
 
 #include "jit/jit.hpp"
 #include "launch/launch_context.hpp"
+#include "switchyard/common/op_trace.cuh"
 #include "switchyard/ll/combine.cuh"
 #include "switchyard/ll/dispatch.cuh"
+#include "switchyard/tensor.hpp"
 
 namespace switchyard::launch {
 
-// Warps per block of the LL kernels.
-constexpr int kLlNumWarps = 8;
-
-// Template constants of one LL dispatch specialization.
+// The template arguments of one LL dispatch kernel, besides the launch constants.
 struct LlDispatchShape {
     int hidden = 0;
     int topk = 0;
@@ -34,15 +37,62 @@ struct LlCombineShape {
     bool contiguous = false;    // y in the expert-major contiguous layout (else masked): likewise
 };
 
+// The instantiation of a shape. A half's kernel is specialized only on what it runs, so one
+// instantiation serves every op that differs in nothing else: the dispatch's send half writes no
+// output layout and its receive half reads no top-k ids; the combine's send half reads no home
+// top-k ids and its receive half no y.
 jit::KernelSource ll_dispatch_source(const LlDispatchShape& shape);
 jit::KernelSource ll_combine_source(const LlCombineShape& shape);
 
-// Work items per sending warp of the LL kernels: device::kLlSendItemsPerWarp, or
-// SWITCHYARD_LL_SEND_ITEMS_PER_WARP (a tuning knob, read once per process).
-int ll_send_items_per_warp();
+// Every instantiation an LL dispatch of `shape` (its phases ignored) and the combines that answer
+// it can use: both halves together and each alone, both reductions.
+std::vector<jit::KernelSource> ll_op_sources(const LlDispatchShape& shape);
 
-// The buffer part of the LL kernels' arguments, from a rank's launch context.
-device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive);
+// One LL dispatch as core planned it.
+struct LlDispatchPlan {
+    LlDispatchShape shape;         // the phases are the launch's
+    int32_t num_tokens = 0;        // T of this rank
+    int32_t num_experts = 0;       // E
+    int32_t expert_alignment = 1;  // contiguous layout: expert starts are multiples of it
+    bool zero_padding = false;     // contiguous layout: zero the segments' padding rows
+    int64_t recv_rows = 0;         // contiguous layout: rows of recv_x
+    int num_sms = 0;               // at most this many blocks (0: the rank's SM budget)
+    bool mask_unresponsive = false;
+};
+
+// The device memory of one LL dispatch: the caller's inputs (optional ones undefined) and the
+// outputs core allocated (recv_scales: their column-major storage, undefined for bf16).
+struct LlDispatchViews {
+    TensorView x, topk_idx, topk_weights, cumulative_local_expert_recv_stats, wait_time_stats;
+    TensorView recv_x, recv_scales, recv_count, recv_source, recv_expert_offsets;
+    TensorView recv_token_rows, recv_token_weights, recv_record_starts;
+};
+
+// Launches `phases` of the dispatch on context.stream.
+void launch_ll_dispatch(const LaunchContext& context, const LlDispatchPlan& plan,
+                        const LlDispatchViews& views, int phases, const device::OpTrace& trace);
+
+// One LL combine as core planned it.
+struct LlCombinePlan {
+    LlCombineShape shape;     // the phases are the launch's
+    int32_t num_tokens = 0;   // T of this rank's dispatch
+    int32_t num_experts = 0;  // E
+    int32_t y_alignment = 0;  // contiguous y: the dispatch's expert_alignment (0: masked y)
+    int num_sms = 0;          // at most this many blocks (0: the rank's SM budget)
+    bool mask_unresponsive = false;
+};
+
+// The device memory of one LL combine: the caller's y, its home routing and optional weights
+// (flat reduction) and statistics, the output core allocated (or the caller's), and the routing
+// its dispatch left in the handle.
+struct LlCombineViews {
+    TensorView y, topk_idx, topk_weights, out, wait_time_stats;
+    TensorView recv_count, recv_source, recv_token_rows, recv_token_weights, recv_record_starts;
+};
+
+// Launches `phases` of the combine on context.stream.
+void launch_ll_combine(const LaunchContext& context, const LlCombinePlan& plan, const LlCombineViews& views,
+                       int phases, const device::OpTrace& trace);
 
 // Blocks of an LL kernel: the rank's SM budget, capped by `num_sms` when positive.
 int ll_num_blocks(const LaunchContext& context, int num_sms);
@@ -54,15 +104,12 @@ int ll_num_blocks(const LaunchContext& context, int num_sms);
 int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispatchShape& shape,
                        int64_t max_tokens_per_rank, int64_t max_padding_rows = 0);
 
-// The launch both LL kernels use: kLlNumWarps warps per block, cooperative (blocks wait on each
-// other's progress through the workspace), on the buffer's stream.
-void launch_ll_kernel(const jit::Kernel& kernel, const LaunchContext& context, int num_blocks,
+// What both LL launchers share: the buffer part of the arguments, and the launch itself
+// (tuning::kLlWarps warps per block, cooperative: blocks wait on each other's progress through the
+// workspace; on context.stream).
+device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive,
+                                    const device::OpTrace& trace);
+void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
                       int64_t shared_bytes, const void* args, size_t args_size);
-
-// Cooperative launches (every block may wait on another block's signal) on context.stream.
-void launch_ll_dispatch(const LaunchContext& context, const device::LlDispatchArgs& args,
-                        const LlDispatchShape& shape, int num_blocks);
-void launch_ll_combine(const LaunchContext& context, const device::LlCombineArgs& args,
-                       const LlCombineShape& shape, int num_blocks);
 
 }  // namespace switchyard::launch

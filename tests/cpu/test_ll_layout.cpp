@@ -1,10 +1,13 @@
 // LL buffer sizing and the layouts of the LL signal area and data sets (no GPU needed), and every
 // LL kernel variant compiled by the JIT for sm_90a without register spills.
 #include <cstdio>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "common/testing.hpp"
 #include "jit/jit.hpp"
+#include "launch/kernel_catalog.hpp"
 #include "launch/ll_launch.hpp"
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/ll/ll_layout.cuh"
@@ -189,8 +192,6 @@ SY_TEST(LlKernels, EveryVariantCompilesWithoutSpills) {
     }
 }
 
-SY_TEST_MAIN()
-
 SY_TEST(LlKernels, SegmentLookupFindsTheLastStartAtOrBelow) {
     // Segments starting at 0, 0 (empty), 3, 3 (empty), 7: a row belongs to the last one starting at
     // or before it, so empty segments are never chosen over the non-empty one that follows them.
@@ -200,3 +201,34 @@ SY_TEST(LlKernels, SegmentLookupFindsTheLastStartAtOrBelow) {
         SY_CHECK_EQ(device::last_start_at_or_below(starts, 5, row), expected[row]);
     SY_CHECK_EQ(device::last_start_at_or_below(starts, 1, 5), 0);
 }
+
+// The catalog lists every instantiation the launchers can produce for its shape, once each: every
+// op's kernels (ll_op_sources, what Buffer::ll_load_kernels loads) are in it, and a half's kernel
+// does not depend on what the half does not run.
+SY_TEST(LlKernels, CatalogHoldsEveryOpsKernelsOnce) {
+    const std::vector<jit::KernelSource> catalog = launch::ll_catalog({});
+    std::set<std::string> names;
+    for (const jit::KernelSource& source : catalog) names.insert(source.kernel);
+    SY_CHECK_EQ(names.size(), catalog.size());
+    for (int scale : {kScaleNone, kScaleFloat32, kScaleUe8m0})
+        for (bool int64 : {false, true})
+            for (bool contiguous : {false, true})
+                for (const jit::KernelSource& source :
+                     launch::ll_op_sources({7168, 8, scale, int64, kLlBothHalves, contiguous}))
+                    SY_CHECK_MSG(names.count(source.kernel) == 1, source.kernel << " is not in the catalog");
+    // 3 scale kinds x (2 index types send + 2 layouts receive + 4 both), 2 reductions x (2 layouts
+    // send + 2 index types receive + 4 both).
+    SY_CHECK_EQ(catalog.size(), size_t(3 * 8 + 2 * 8));
+    SY_CHECK_EQ(launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlSendHalf, true}).kernel,
+                launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlSendHalf, false}).kernel);
+    SY_CHECK_EQ(launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlRecvHalf, true}).kernel,
+                launch::ll_dispatch_source({7168, 8, kScaleFloat32, false, kLlRecvHalf, true}).kernel);
+    SY_CHECK(launch::ll_dispatch_source({7168, 8, kScaleFloat32, true, kLlBothHalves, true}).kernel !=
+             launch::ll_dispatch_source({7168, 8, kScaleFloat32, false, kLlBothHalves, true}).kernel);
+    SY_CHECK_EQ(launch::ll_combine_source({7168, 8, true, kLlSendHalf, true, false}).kernel,
+                launch::ll_combine_source({7168, 8, false, kLlSendHalf, true, false}).kernel);
+    SY_CHECK_EQ(launch::ll_combine_source({7168, 8, true, kLlRecvHalf, true, true}).kernel,
+                launch::ll_combine_source({7168, 8, true, kLlRecvHalf, true, false}).kernel);
+}
+
+SY_TEST_MAIN()

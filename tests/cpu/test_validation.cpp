@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "common/testing.hpp"
+#include "core/ll_handle.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
 
@@ -175,6 +176,165 @@ SY_TEST(Validation, LowLatencyLayoutOptions) {
     a = LowLatencyDispatchArgs{};
     a.layout = RecvLayout::kRankMajor;
     SY_CHECK_THROWS_WITH(core::validate_ll_layout(a), InvalidArgument, "kExpertMasked or kExpertContiguous");
+}
+
+namespace {
+
+// The LL dispatch: the same helpers as HT, against the LL token capacity; masked layout.
+struct LlFixture : Fixture {
+    std::vector<int32_t> stats = std::vector<int32_t>(4, 0);  // [L] with E = 8, R = 2
+    std::vector<int64_t> waits = std::vector<int64_t>(2, 0);  // [R]
+
+    LowLatencyDispatchArgs ll_args() {
+        LowLatencyDispatchArgs a;
+        a.x = TensorView::contiguous(x.data(), DType::kBFloat16, {kTokens, kHidden});
+        a.topk_idx = TensorView::contiguous(idx.data(), DType::kInt64, {kTokens, kTopk});
+        a.topk_weights = TensorView::contiguous(weights.data(), DType::kFloat32, {kTokens, kTopk});
+        a.cumulative_local_expert_recv_stats = TensorView::contiguous(stats.data(), DType::kInt32, {4});
+        a.wait_time_stats = TensorView::contiguous(waits.data(), DType::kInt64, {2});
+        a.num_experts = 8;
+        return a;
+    }
+};
+
+void expect_invalid_ll(const LowLatencyDispatchArgs& args, const core::ValidationContext& context,
+                       const char* needle) {
+    SY_CHECK_THROWS_WITH(core::validate_ll_dispatch(args, context), InvalidArgument, needle);
+}
+
+}  // namespace
+
+SY_TEST(Validation, LowLatencyDispatch) {
+    LlFixture f;
+    core::validate_ll_dispatch(f.ll_args(), f.context());
+    LowLatencyDispatchArgs a = f.ll_args();
+    a.topk_idx = TensorView::contiguous(f.idx32.data(), DType::kInt32, {Fixture::kTokens, Fixture::kTopk});
+    a.topk_weights = TensorView{};
+    a.use_fp8 = false;
+    core::validate_ll_dispatch(a, f.context());
+    core::ValidationContext context = f.context();
+    context.max_tokens_per_rank = 3;
+    expect_invalid_ll(f.ll_args(), context, "more than the buffer's ll_max_tokens_per_rank (3)");
+    a = f.ll_args();
+    a.x.dtype = DType::kFloat32;
+    expect_invalid_ll(a, f.context(), "x must be bf16, got fp32");
+    a = f.ll_args();
+    a.x = TensorView::contiguous(f.x.data(), DType::kBFloat16, {Fixture::kTokens, 120});
+    expect_invalid_ll(a, f.context(), "hidden size 120 must be a positive multiple of 16");
+    a = f.ll_args();
+    a.x = TensorView::strided(f.x.data(), DType::kBFloat16, {Fixture::kTokens, 64}, {100, 1});
+    expect_invalid_ll(a, f.context(), "x row stride must be a multiple of 16 bytes");
+    a = f.ll_args();
+    a.topk_idx = TensorView{};
+    expect_invalid_ll(a, f.context(), "topk_idx is required");
+    context = f.context();
+    context.max_topk = 1;
+    expect_invalid_ll(f.ll_args(), context, "top-k must be between 1 and the buffer's max_topk (1)");
+    a = f.ll_args();
+    a.num_experts = 7;
+    expect_invalid_ll(a, f.context(), "must be a multiple of the number of ranks (2)");
+    a = f.ll_args();
+    a.scale_format = ScaleFormat::kNone;
+    expect_invalid_ll(a, f.context(), "use_fp8 needs scale_format kFloat32 or kUE8M0");
+    a = f.ll_args();
+    a.topk_weights.dtype = DType::kBFloat16;
+    expect_invalid_ll(a, f.context(), "topk_weights must be fp32");
+    a.topk_weights = TensorView::contiguous(f.weights.data(), DType::kFloat32, {Fixture::kTokens, 1});
+    expect_invalid_ll(a, f.context(), "topk_weights must have the shape of topk_idx");
+    a = f.ll_args();
+    a.cumulative_local_expert_recv_stats.shape[0] = 8;
+    expect_invalid_ll(a, f.context(), "cumulative_local_expert_recv_stats must have shape [4]");
+    a = f.ll_args();
+    a.wait_time_stats.dtype = DType::kInt32;
+    expect_invalid_ll(a, f.context(), "wait_time_stats must be int64");
+    a = f.ll_args();
+    a.zero_padding = true;
+    expect_invalid_ll(a, f.context(), "zero_padding applies to the expert-major contiguous layout only");
+    context = f.context();
+    context.device = Device::cuda(0);
+    expect_invalid_ll(f.ll_args(), context, "x must be on the buffer's device (cuda:0)");
+}
+
+// The LL combine, checked against the handle of the dispatch it answers (E = 8, R = 2, T_ll = 8).
+SY_TEST(Validation, LowLatencyCombine) {
+    LlFixture f;
+    LowLatencyHandle handle;
+    handle.num_tokens = Fixture::kTokens, handle.hidden = Fixture::kHidden, handle.topk = Fixture::kTopk;
+    handle.num_experts = 8, handle.num_ranks = 2, handle.local_experts = 4, handle.max_tokens = 8;
+    handle.has_weights = true;
+    const int64_t rows = handle.rows_per_expert();
+    std::vector<uint16_t> y(size_t(4 * rows * Fixture::kHidden)),
+        out(size_t(Fixture::kTokens * Fixture::kHidden));
+    LowLatencyCombineArgs args;
+    args.y = TensorView::contiguous(y.data(), DType::kBFloat16, {4, rows, Fixture::kHidden});
+    args.topk_idx = TensorView::contiguous(f.idx.data(), DType::kInt64, {Fixture::kTokens, Fixture::kTopk});
+    args.topk_weights =
+        TensorView::contiguous(f.weights.data(), DType::kFloat32, {Fixture::kTokens, Fixture::kTopk});
+    args.out = TensorView::contiguous(out.data(), DType::kBFloat16, {Fixture::kTokens, Fixture::kHidden});
+    const core::ValidationContext context = f.context();
+    core::validate_ll_combine(args, &handle, context);
+    auto expect = [&](const LowLatencyCombineArgs& a, const LowLatencyHandle* h, const char* needle) {
+        SY_CHECK_THROWS_WITH(core::validate_ll_combine(a, h, context), InvalidArgument, needle);
+    };
+    expect(args, nullptr, "needs the handle of the LL dispatch it answers");
+    LowLatencyHandle other = handle;
+    other.num_ranks = 4;
+    expect(args, &other, "different rank count");
+    LowLatencyCombineArgs a = args;
+    a.y.shape[1] = rows - 1;
+    expect(a, &handle, "y must have shape [4, 16, 256]");
+    a = args;
+    a.y = TensorView::contiguous(y.data(), DType::kBFloat16, {4 * rows, Fixture::kHidden});
+    expect(a, &handle, "y must be 3-D");
+    a = args;
+    a.topk_weights = TensorView{};
+    expect(a, &handle, "topk_weights is required");
+    a = args;
+    a.out.shape[0] = 3;
+    expect(a, &handle, "out must have shape [4, 256]");
+    a = args;
+    a.zero_copy = true;
+    expect(a, &handle, "needs BufferConfig::ll_zero_copy_combine = true");
+    a = args;
+    a.hierarchical = true;
+    expect(a, &handle, "leave the combine's topk_weights empty");
+    a.topk_weights = TensorView{};
+    core::validate_ll_combine(a, &handle, context);
+    other = handle;
+    other.has_weights = false;
+    expect(a, &other, "pass topk_weights to ll_dispatch");
+    // Contiguous y: the dispatch's capacity rows.
+    other = handle;
+    other.layout = RecvLayout::kExpertContiguous;
+    other.contiguous_rows = 24;
+    a = args;
+    a.y = TensorView::contiguous(y.data(), DType::kBFloat16, {24, Fixture::kHidden});
+    core::validate_ll_combine(a, &other, context);
+    a.y.shape[0] = 23;
+    expect(a, &other, "y must have shape [24, 256]");
+}
+
+SY_TEST(Validation, LowLatencyBufferCalls) {
+    LlFixture f;
+    BufferConfig config;
+    config.enable_low_latency = false;
+    SY_CHECK_THROWS_WITH(core::validate_low_latency(config, "ll_dispatch"), InvalidArgument,
+                         "ll_dispatch needs a buffer created with BufferConfig::enable_low_latency = true");
+    LowLatencyHandle handle;
+    handle.num_ranks = 2;
+    core::ValidationContext context = f.context();
+    SY_CHECK_THROWS_WITH(core::validate_ll_combine_input(handle, true, context), InvalidArgument,
+                         "ll_zero_copy_combine = true");
+    context.ll_zero_copy_combine = true;
+    core::validate_ll_combine_input(handle, true, context);
+    SY_CHECK_THROWS_WITH(core::validate_ll_combine_input(handle, false, context), InvalidArgument,
+                         "ll_zero_copy_combine = true");
+    handle.layout = RecvLayout::kExpertContiguous;
+    SY_CHECK_THROWS_WITH(core::validate_ll_combine_input(handle, true, context), InvalidArgument,
+                         "needs a dispatch in the masked layout");
+    core::validate_ll_mask_rank(1, context);
+    SY_CHECK_THROWS_WITH(core::validate_ll_mask_rank(2, context), InvalidArgument,
+                         "rank 2 is outside [0, 2)");
 }
 
 SY_TEST(Validation, WrongDevice) {

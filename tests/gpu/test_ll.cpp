@@ -213,8 +213,8 @@ void run_cases(const std::vector<Case>& cases, const std::function<Options(size_
             }
             RoundScratch scratch(max_local_experts, rc.ranks, size_t(max_tokens) * config.max_hidden);
             // Every case's kernels (both halves and each half) are loaded before any rank's first
-            // op: with co-located ranks a load while a peer's kernel waits stalls (design notes §2,
-            // rule 9).
+            // op: with co-located ranks a load while a peer's kernel waits stalls (DESIGN.md §4,
+            // rule 7).
             for (const RankInputs& inputs : all_inputs) buffer.ll_load_kernels(inputs.dispatch_args());
             SY_CUDA_OK(cudaDeviceSynchronize());
             env.communicator->barrier(std::chrono::seconds(60));

@@ -49,9 +49,8 @@ void check_round(Buffer& buffer, RankEnv& env, const Scenario& sc, const Round& 
 }
 
 // Loads the LL kernels of every case variant in `cases` before any rank's first op: with ranks
-// sharing a GPU, a kernel load while a peer's kernel waits for this rank stalls both (design notes
-// §2, rule 9; seen once in MasksUnresponsiveRank at ec47f38, a 20 s timeout). Leaves `inputs.c`
-// as it found it.
+// sharing a GPU, a kernel load while a peer's kernel waits for this rank stalls both until the
+// timeout (DESIGN.md §4, rule 7). Leaves `inputs.c` as it found it.
 void load_kernels(Buffer& buffer, RankInputs& inputs, const std::vector<Case>& cases) {
     const Case kept = inputs.c;
     for (const Case& c : cases) {
@@ -158,7 +157,7 @@ SY_TEST(LowLatency, MasksUnresponsiveRank) {
             inputs.load(everyone, env.rank, env.stream);
             load_kernels(warm, inputs, {c});
             // Every rank's allocations (cudaMalloc may wait for the device) are done before any
-            // rank's kernel waits for its peers (design notes §2, rule 5).
+            // rank's kernel waits for its peers (DESIGN.md §4, rule 2).
             env.communicator->barrier(std::chrono::seconds(60));
             for (bool hook : {false, true})
                 check_round(warm, env, everyone, issue_round(warm, env, inputs, hook),

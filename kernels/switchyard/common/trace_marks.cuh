@@ -43,6 +43,36 @@ enum HtCombineMark : int32_t {
 };
 constexpr uint32_t kHtCombineFirstMarks = (1u << kHtCombineStart) | (1u << kHtCombineFirstReduced);
 
+// LL dispatch and combine: one kernel each, or a send and a receive half (hook mode), each half
+// then traced as an op of its own. A mark a half does not reach stays empty.
+enum LlDispatchMark : int32_t {
+    kLlDispatchStart = 0,  // first: the first block started
+    kLlDispatchEntered,    // every block past its prologue (sequences and mask read)
+    kLlDispatchRouted,     // every sending block has its routing masks
+    kLlDispatchSent,       // the last sending warp's slices stored
+    kLlDispatchArrived,    // the last arrival raised at a destination
+    kLlDispatchWaited,     // every block has every source's arrivals
+    kLlDispatchPlanned,    // every block knows where each source's rows go
+    kLlDispatchReceived,   // the last warp's records copied into the output
+    kLlDispatchEnd,        // the last block ended
+    kLlDispatchMarks,
+};
+constexpr uint32_t kLlDispatchFirstMarks = 1u << kLlDispatchStart;
+
+enum LlCombineMark : int32_t {
+    kLlCombineStart = 0,  // first: the first block started
+    kLlCombineEntered,    // every block past its prologue
+    kLlCombinePlanned,    // every block has the send half's row (or record) prefixes
+    kLlCombineSent,       // the last sending warp's rows (or partials) stored
+    kLlCombineArrived,    // the last arrival raised at a home rank
+    kLlCombineWaited,     // every block has every source's arrivals
+    kLlCombineReduced,    // the last warp's tokens reduced into the output
+    kLlCombineEnd,        // the last block ended
+    kLlCombineMarks,
+};
+constexpr uint32_t kLlCombineFirstMarks = 1u << kLlCombineStart;
+
 static_assert(kHtDispatchMarks <= kTraceMaxMarks && kHtCombineMarks <= kTraceMaxMarks);
+static_assert(kLlDispatchMarks <= kTraceMaxMarks && kLlCombineMarks <= kTraceMaxMarks);
 
 }  // namespace switchyard::device

@@ -34,10 +34,7 @@ enum Counter : int32_t {
     // Work items claimed so far in the running HT kernel: dispatch token chunks (claim_tokens),
     // combine chunks (publisher variant). The kernel's last block resets it.
     kCounterHtNextItem = 12,
-    // SWITCHYARD_LL_TRACE only: blocks done, earliest start (as ~ns, so max finds it), latest end.
-    kCounterLlTraceBlocks = 13,
-    kCounterLlTraceStart = 14,
-    kCounterLlTraceEnd = 15,
+    // 13-15: unused (free for a new counter; the ones below keep their slots).
     // Written by each LL kernel that sends, as it starts: its send sequence and the global timer
     // (per op kind), for the same diagnosis as the barrier's and the HT kernels'.
     kCounterLlDispatchRunning = 16,

@@ -1,7 +1,7 @@
 // Where the low-latency (LL) kernels keep their signals and data (DESIGN.md §5, LL).
 //
 // Signals live in the control workspace (WorkspaceLayout::ll_signals): zero at creation and after
-// reset(), monotone afterwards (per-source arrival counters, ll_sync.cuh). Data lives in the
+// reset(), monotone afterwards (per-source arrival counters, transport/ll_arrivals.cuh). Data lives in the
 // buffer's LL region: two sets (each op kind alternates between them by its own sequence number,
 // so two ops of a kind may be in flight), each holding
 //

@@ -1,7 +1,7 @@
-// Synchronisation shared by the LL kernels: the per-op sequence numbers (device counters, so
+// What the LL kernels signal between ranks: the per-op sequence numbers (device counters, so
 // CUDA-graph replays stay valid), the per-source arrival counters that sending blocks raise, and
-// the wait for every source's arrivals, with optional masking of a source that does not arrive in
-// time.
+// the bounded wait for every source's arrivals, with optional masking of a source that does not
+// arrive in time. The kernels' data (records, headers, combine rows) is in ll/ll_layout.cuh.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -13,25 +13,18 @@
 
 namespace switchyard::device {
 
-// What every LL kernel knows about the buffer (filled by the host from its LaunchContext).
-struct LlBufferArgs {
+// What the LL signalling needs to know about the buffer (the LL kernels' argument structs extend
+// it with their data, ll/ll_args.cuh).
+struct LlSignalArgs {
     uint8_t* const* peer_bases;  // [R] each rank's buffer base as mapped here (device array)
     uint8_t* local_base;
     WorkspaceLayout workspace;
     LlSignalLayout signals;
-    LlSetLayout set_layout;
-    int64_t ll_offset;     // first LL set in every rank's buffer
-    int64_t ll_set_bytes;  // stride between the two sets
     int32_t rank;
     int32_t num_ranks;
     int32_t mask_unresponsive;  // 1: a source that times out is masked instead of failing the op
     Diagnostics diagnostics;
-    uint64_t* trace;  // optional [kLlTraceSlots]: block 0's clock at each phase (SWITCHYARD_LL_TRACE=1)
-    int32_t send_items_per_warp;  // work items per sending warp (ll_sending_blocks)
 
-    SY_HOST_DEVICE uint8_t* set_base(uint8_t* base, int32_t set) const {
-        return base + ll_offset + set * ll_set_bytes;
-    }
     SY_HOST_DEVICE uint8_t* signal_area() const { return workspace.ll_signals(local_base); }
 };
 
@@ -40,8 +33,9 @@ struct LlBufferArgs {
 // counters only grow: block 0 adds 2^32 - S + 1 and the S - 1 other sending blocks add 1, so each
 // op adds exactly 2^32 however many blocks sent, and a receiver needs no count from the sender.
 // Op `sequence` (of its kind) is the ceil(sequence / 2)-th op of that kind on its set, so its data
-// is complete once the counter reaches ll_arrival_target(sequence). (A single counter per source replaces a
-// grid-wide "last block publishes" election: no block waits for another block of its own grid.)
+// is complete once the counter reaches ll_arrival_target(sequence). A single counter per source
+// replaces a grid-wide "last block publishes" election: no block waits for another block of its
+// own grid.
 SY_HOST_DEVICE constexpr uint64_t ll_arrival_target(uint64_t sequence) {
     return ((sequence + 1) / 2) << 32;
 }
@@ -51,44 +45,7 @@ SY_HOST_DEVICE constexpr uint64_t ll_arrival_amount(uint32_t block, int32_t send
     return block == 0 ? (uint64_t(1) << 32) - uint64_t(sending_blocks) + 1 : 1;
 }
 
-// Blocks that send (and arrive): enough for `send_items_per_warp` work items per warp, at least
-// one (block 0 also writes what an empty op must publish), at most the grid. Fewer senders mean
-// fewer system fences and remote adds per op (bench/micro/sync_costs.cu: 132 remote arrivals cost
-// ~2 us more than 8) but more items in a row per warp; the other blocks only receive. The default
-// is kLlSendItemsPerWarp; SWITCHYARD_LL_SEND_ITEMS_PER_WARP overrides it (launch/ll_launch). At 128
-// tokens, hidden 7168, EP2 (graph replay): 1 item 25.1 us, 2 items 25.8 us, 4 items 30.4 us.
-constexpr int kLlSendItemsPerWarp = 1;
-
-// Phase trace (a profiling aid, off unless SWITCHYARD_LL_TRACE=1): block 0 records clock64() at
-// each mark, and the grid's first start and last end (global timer) are gathered in workspace
-// counters; the last block to finish copies them into the trace and sets its last slot to 1 for the
-// host to print and clear. The trace is mapped host memory: only single stores go there.
-constexpr int kLlTraceSlots = 16;
-constexpr int kLlTraceGridStart = 13;  // earliest block start (global timer, ns)
-constexpr int kLlTraceGridEnd = 14;    // latest block end
-
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-
-// A trace mark; every thread of the block must call it at the same point (it synchronises the
-// block when tracing, so the mark is taken once all threads are done with the phase before it).
-SY_DEVICE void ll_trace(const LlBufferArgs& buffer, int point) {
-    if (buffer.trace == nullptr) return;
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    if (blockIdx.x == 0 && point != kLlTraceSlots - 1) buffer.trace[point] = clock64();
-    auto* counters = reinterpret_cast<unsigned long long*>(buffer.workspace.counters(buffer.local_base));
-    if (point == 0) atomicMax(counters + kCounterLlTraceStart, ~(unsigned long long)ptx::globaltimer_ns());
-    if (point != kLlTraceSlots - 1) return;
-    atomicMax(counters + kCounterLlTraceEnd, (unsigned long long)ptx::globaltimer_ns());
-    ptx::fence_acq_rel_gpu();
-    if (atomicAdd(counters + kCounterLlTraceBlocks, 1ull) != gridDim.x - 1) return;
-    ptx::fence_acq_rel_gpu();
-    buffer.trace[kLlTraceGridStart] = ~counters[kCounterLlTraceStart];
-    buffer.trace[kLlTraceGridEnd] = counters[kCounterLlTraceEnd];
-    counters[kCounterLlTraceBlocks] = counters[kCounterLlTraceStart] = counters[kCounterLlTraceEnd] = 0;
-    __threadfence_system();
-    buffer.trace[kLlTraceSlots - 1] = 1;
-}
 
 // The workspace counters that hold the latest send and receive sequence of op kind `kind`.
 SY_HOST_DEVICE constexpr int32_t ll_send_counter(int32_t kind) {
@@ -106,10 +63,9 @@ SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
 // op kind `kKind`) into `shared_sequences` and the mask snapshot into `shared_mask` [R], then
 // synchronises the block. Returns false (in every thread of the block) when the buffer is already
 // poisoned: an op queued behind a failed one must neither send nor signal, or peers would consume
-// its garbage. Every block must then call ll_block_done once, on every path (the caller does it
-// right away when this returns false).
+// its garbage. Every block must then call ll_block_done once, on every path.
 template <int32_t kKind, bool kSend, bool kRecv>
-SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
+SY_DEVICE bool ll_prologue(const LlSignalArgs& buffer, uint64_t* shared_sequences, uint32_t* shared_mask) {
     __shared__ int healthy;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     if (threadIdx.x == 0) {
@@ -131,9 +87,9 @@ SY_DEVICE bool ll_prologue(const LlBufferArgs& buffer, uint64_t* shared_sequence
 // 0's reads before this). The arrival's atomic returns a value, a global round trip the thread
 // waits for: the kernels call this where the block waits anyway (before the arrival wait, or at
 // the end of a send-only kernel), not between the prologue and the first sends, where the next
-// block barrier made every warp wait for it (~1 round trip more before the sends).
+// block barrier would make every warp wait for it.
 template <int32_t kKind, bool kSend, bool kRecv>
-SY_DEVICE void ll_block_done(const LlBufferArgs& buffer, const uint64_t* shared_sequences) {
+SY_DEVICE void ll_block_done(const LlSignalArgs& buffer, const uint64_t* shared_sequences) {
     if (threadIdx.x != blockDim.x - 1) return;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     ptx::fence_acq_rel_gpu();
@@ -146,7 +102,9 @@ SY_DEVICE void ll_block_done(const LlBufferArgs& buffer, const uint64_t* shared_
     }
 }
 
-// Blocks that send: `items_per_warp` items per warp, at least one, at most the grid.
+// Blocks that send (and arrive): `items_per_warp` work items per warp, at least one (block 0 also
+// writes what an empty op must publish), at most the grid. Fewer senders mean fewer system fences
+// and remote adds per op but more items in a row per warp; the other blocks only receive.
 SY_DEVICE int32_t ll_sending_blocks(int64_t items, int32_t warps_per_block, int32_t items_per_warp) {
     const int64_t per_block = int64_t(warps_per_block) * items_per_warp;
     const int64_t wanted = (items + per_block - 1) / per_block;
@@ -155,7 +113,7 @@ SY_DEVICE int32_t ll_sending_blocks(int64_t items, int32_t warps_per_block, int3
 
 // Called by every sending block after its stores (all threads): raises this rank's arrival counter
 // of `kind` at every unmasked destination.
-SY_DEVICE void ll_arrive(const LlBufferArgs& buffer, int32_t kind, uint64_t sequence, int32_t sending_blocks,
+SY_DEVICE void ll_arrive(const LlSignalArgs& buffer, int32_t kind, uint64_t sequence, int32_t sending_blocks,
                          const uint32_t* shared_mask) {
     __syncthreads();
     const int32_t set = ll_set_of(sequence);
@@ -189,12 +147,12 @@ SY_DEVICE bool ll_wait_bounded(const uint64_t* address, uint64_t target, const D
     }
 }
 
-// Block-level wait until every unmasked source's arrivals of `kind` for op `sequence` are complete. Fills
-// `shared_present` [R] (1 = the source's data of this op is here). Without masking a source that
-// does not arrive in time is a TimeoutError; with masking, block 0 masks it and publishes its
-// decision, which the other blocks follow, so all blocks agree on the sources. Returns false when
-// the op failed (the buffer is poisoned); all threads return the same value.
-SY_DEVICE bool ll_wait_sources(const LlBufferArgs& buffer, int32_t kind, uint64_t sequence,
+// Block-level wait until every unmasked source's arrivals of `kind` for op `sequence` are
+// complete. Fills `shared_present` [R] (1 = the source's data of this op is here). Without masking
+// a source that does not arrive in time is a TimeoutError; with masking, block 0 masks it and
+// publishes its decision, which the other blocks follow, so all blocks agree on the sources.
+// Returns false when the op failed (the buffer is poisoned); all threads return the same value.
+SY_DEVICE bool ll_wait_sources(const LlSignalArgs& buffer, int32_t kind, uint64_t sequence,
                                const uint32_t* shared_mask, uint32_t* shared_present,
                                int64_t* wait_time_stats) {
     uint8_t* signals = buffer.signal_area();

@@ -1,0 +1,83 @@
+// What the LL launchers share: the buffer part of the kernels' arguments, the grid, the launch,
+// and the list of instantiations an op can use (kernel_catalog.hpp).
+#include <algorithm>
+#include <string>
+
+#include "core/tuning.hpp"
+#include "launch/kernel_catalog.hpp"
+#include "launch/ll_launch.hpp"
+
+namespace switchyard::launch {
+
+device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive,
+                                    const device::OpTrace& trace) {
+    device::LlBufferArgs buffer{};
+    buffer.peer_bases = context.peer_bases;
+    buffer.local_base = context.local_base;
+    buffer.workspace = context.layout.workspace;
+    buffer.signals = device::LlSignalLayout::make(context.num_ranks);
+    buffer.rank = context.rank;
+    buffer.num_ranks = context.num_ranks;
+    buffer.mask_unresponsive = mask_unresponsive ? 1 : 0;
+    buffer.diagnostics = context.diagnostics;
+    buffer.set_layout = context.layout.ll_set;
+    buffer.ll_offset = context.layout.ll_offset;
+    buffer.ll_set_bytes = context.layout.ll_set_bytes;
+    buffer.trace = trace;
+    return buffer;
+}
+
+int ll_num_blocks(const LaunchContext& context, int num_sms) {
+    const int budget = std::max(1, context.sm_budget);
+    return num_sms > 0 ? std::min(num_sms, budget) : budget;
+}
+
+void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
+                      int64_t shared_bytes, const void* args, size_t args_size) {
+    const jit::Kernel& kernel = jit::get_kernel(source, context.device);
+    jit::LaunchConfig config;
+    config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
+    config.block[0] = 32 * tuning::kLlWarps;
+    config.shared_bytes = static_cast<unsigned>(shared_bytes);
+    config.stream = context.stream;
+    config.cooperative = true;
+    jit::launch(kernel, config, args, args_size);  // raises the shared-memory limit as needed
+}
+
+std::vector<jit::KernelSource> ll_op_sources(const LlDispatchShape& shape) {
+    std::vector<jit::KernelSource> sources;
+    auto add = [&](const jit::KernelSource& source) {
+        for (const jit::KernelSource& known : sources)
+            if (known.kernel == source.kernel) return;
+        sources.push_back(source);
+    };
+    for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
+        LlDispatchShape dispatch = shape;
+        dispatch.phases = phases;
+        add(ll_dispatch_source(dispatch));
+        for (bool hierarchical : {false, true})
+            add(ll_combine_source(
+                {shape.hidden, shape.topk, shape.index_is_int64, phases, hierarchical, shape.contiguous}));
+    }
+    return sources;
+}
+
+std::vector<jit::KernelSource> ll_catalog(const CatalogShape& catalog) {
+    std::vector<jit::KernelSource> dispatches, combines;
+    auto add = [](std::vector<jit::KernelSource>& sources, const jit::KernelSource& source) {
+        for (const jit::KernelSource& known : sources)
+            if (known.kernel == source.kernel) return;
+        sources.push_back(source);
+    };
+    for (int scale_kind : {device::kScaleNone, device::kScaleFloat32, device::kScaleUe8m0})
+        for (bool index_is_int64 : {false, true})
+            for (bool contiguous : {false, true})
+                for (const jit::KernelSource& source :
+                     ll_op_sources({catalog.hidden, catalog.topk, scale_kind, index_is_int64,
+                                    device::kLlBothHalves, contiguous}))
+                    add(source.family == "ll_dispatch" ? dispatches : combines, source);
+    dispatches.insert(dispatches.end(), combines.begin(), combines.end());
+    return dispatches;
+}
+
+}  // namespace switchyard::launch
