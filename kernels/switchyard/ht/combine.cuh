@@ -26,7 +26,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/claim_ahead.cuh"
 #include "switchyard/common/diagnostics.cuh"
-#include "switchyard/common/numerics.cuh"
+#include "switchyard/common/fp8.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/combine_bulk_send.cuh"
@@ -80,21 +80,19 @@ SY_DEVICE uint8_t* combine_record(const HtCombineArgs& args, uint8_t* base, int 
            (int64_t(slot) * args.common.max_tokens + token) * args.record.total_bytes;
 }
 
+// Eight bf16 channels (a uint4) as fp32, and back (round to nearest even; common/fp8.cuh).
 SY_DEVICE void unpack8(const uint4& raw, float* v) {
     const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        v[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-        v[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+        v[2 * i] = fp8::bf16_low(words[i]);
+        v[2 * i + 1] = fp8::bf16_high(words[i]);
     }
 }
 
 SY_DEVICE uint4 pack8(const float* v) {
-    uint32_t words[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-        words[i] = float_to_bf16_bits(v[2 * i]) | (float_to_bf16_bits(v[2 * i + 1]) << 16);
-    return make_uint4(words[0], words[1], words[2], words[3]);
+    return make_uint4(fp8::bf16x2(v[0], v[1]), fp8::bf16x2(v[2], v[3]), fp8::bf16x2(v[4], v[5]),
+                      fp8::bf16x2(v[6], v[7]));
 }
 
 // Fourteen 16-byte loads in flight per lane before their stores (7 KB per warp): a row copy is

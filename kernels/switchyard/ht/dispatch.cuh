@@ -24,7 +24,7 @@
 #include "switchyard/common/claim_ahead.cuh"
 #include "switchyard/transport/counts_exchange.cuh"
 #include "switchyard/common/diagnostics.cuh"
-#include "switchyard/common/numerics.cuh"
+#include "switchyard/common/fp8.cuh"
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/transport/completion.cuh"
@@ -194,47 +194,38 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
     const uint32_t lane = ptx::lane_id();
     const RecordLayout& r = args.record;
     if (args.quantize) {
-        // 8 channels per lane per step, 16 lanes per 128-channel block, 2 blocks per warp step.
+        // The FP8 quantizer every kernel shares (common/fp8.cuh, DESIGN.md §2): 8 channels per
+        // lane per step, 16 lanes per 128-channel block, 2 blocks per warp step.
         const bool ue8m0 = args.scale_kind == kScaleUe8m0;
         const uint8_t* row = args.x + int64_t(token) * args.x_row_stride_bytes;
         uint32_t* scales = reinterpret_cast<uint32_t*>(stage + r.scale_offset);
         for (int base = 0; base < c.hidden; base += 256) {
             const int channel = base + int(lane) * 8;
-            float v[8];
-            float amax = 0.0f;
-            if (channel < c.hidden) {
-                const uint4 raw = *reinterpret_cast<const uint4*>(row + channel * 2);
-                const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    v[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-                    v[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-                }
-#pragma unroll
-                for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-            }
+            const bool inside = channel < c.hidden;
+            const uint4 raw =
+                inside ? *reinterpret_cast<const uint4*>(row + channel * 2) : make_uint4(0, 0, 0, 0);
+            // Lanes 0-15 hold one block, lanes 16-31 the next; a lane past the row counts as the floor.
+            float amax = fp8::amax8(raw, fp8::kAmaxFloor);
 #pragma unroll
             for (int mask = 8; mask >= 1; mask >>= 1)
-                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mask));
-            const Fp8BlockScale scale = fp8_block_scale(amax, ue8m0);
-            if (channel < c.hidden) {
-                uint32_t packed[2];
-#pragma unroll
-                for (int i = 0; i < 2; ++i)
-                    packed[i] = floats_to_e4m3x2(fp8_scaled(v[4 * i], scale, ue8m0),
-                                                 fp8_scaled(v[4 * i + 1], scale, ue8m0)) |
-                                (floats_to_e4m3x2(fp8_scaled(v[4 * i + 2], scale, ue8m0),
-                                                  fp8_scaled(v[4 * i + 3], scale, ue8m0))
-                                 << 16);
-                *reinterpret_cast<uint2*>(stage + channel) = make_uint2(packed[0], packed[1]);
+                amax = fp8::max_f32(amax, __shfl_xor_sync(0xffffffffu, amax, mask));
+            uint2 quantized;
+            uint32_t stored;  // fp32 bits of the scale, or the UE8M0 exponent byte
+            if (ue8m0) {
+                stored = fp8::ue8m0_byte(fp8::div_rn(amax, fp8::kE4m3Max));
+                quantized = fp8::quantize8<true>(raw, fp8::ue8m0_scale(stored));
+            } else {
+                quantized = fp8::quantize8<false>(raw, fp8::div_rn(fp8::kE4m3Max, amax));
+                stored = fp8::float_to_bits(fp8::div_rn(amax, fp8::kE4m3Max));
+            }
+            if (inside) {
+                *reinterpret_cast<uint2*>(stage + channel) = quantized;
                 if ((lane & 15u) == 0) {
                     const int block = channel / 128;
-                    if (ue8m0) {
-                        // Bytes of one word come from four blocks; assemble through shared memory bytes.
-                        reinterpret_cast<uint8_t*>(scales)[block] = uint8_t(scale.stored);
-                    } else {
-                        scales[block] = scale.stored;
-                    }
+                    if (ue8m0)  // bytes of one word come from four blocks: stored as bytes
+                        reinterpret_cast<uint8_t*>(scales)[block] = uint8_t(stored);
+                    else
+                        scales[block] = stored;
                 }
             }
         }
