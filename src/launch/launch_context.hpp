@@ -43,7 +43,7 @@ void launch_barrier(const LaunchContext& context);
 // preload_ht); the LL kernels, whose template depends on the op's shape, are loaded by
 // Buffer::ll_load_kernels.
 void preload_barrier(int device);
-void preload_routing(int device);  // both index types
+void preload_routing(int device);  // every routing kernel (both index types, with or without histogram)
 
 // Dispatch layout kernel over `args` (its scratch and diagnostics are filled from the context).
 void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64);

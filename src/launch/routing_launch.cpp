@@ -1,5 +1,5 @@
-// Launcher of the dispatch layout kernel (kernels/switchyard/routing/routing_kernel.cuh): one
-// cooperative grid over chunks of tokens, with the buffer's per-chunk scratch.
+// Launcher of the routing kernel (kernels/switchyard/routing/routing_kernel.cuh): one cooperative
+// grid over chunks of tokens, with the buffer's per-chunk scratch.
 #include <algorithm>
 #include <string>
 
@@ -12,22 +12,28 @@ namespace switchyard::launch {
 
 namespace {
 
-const jit::CachedKernel& cached_layout(bool index_is_int64) {
-    static const jit::CachedKernel int32_ids(
-        {"dispatch_layout", "switchyard/routing/routing_kernel.cuh", "switchyard::device::routing_kernel<int>"});
-    static const jit::CachedKernel int64_ids({"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
-                                              "switchyard::device::routing_kernel<long long>"});
-    return index_is_int64 ? int64_ids : int32_ids;
+// The routing kernels: per index type, with per-warp counts in shared memory or without.
+const jit::CachedKernel& cached_routing(bool index_is_int64, bool histogram) {
+    auto source = [](bool int64, bool with_histogram) {
+        return jit::KernelSource{"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
+                                 std::string("switchyard::device::routing_kernel<") +
+                                     (int64 ? "long long" : "int") + ", " +
+                                     (with_histogram ? "true" : "false") + ">"};
+    };
+    static const jit::CachedKernel kernels[2][2] = {
+        {jit::CachedKernel(source(false, false)), jit::CachedKernel(source(false, true))},
+        {jit::CachedKernel(source(true, false)), jit::CachedKernel(source(true, true))}};
+    return kernels[index_is_int64][histogram];
 }
 
 }  // namespace
 
 void preload_routing(int device) {
-    for (bool index_is_int64 : {false, true}) cached_layout(index_is_int64).get(device);
+    for (bool index_is_int64 : {false, true})
+        for (bool histogram : {false, true}) cached_routing(index_is_int64, histogram).get(device);
 }
 
 void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64) {
-    const jit::Kernel& kernel = cached_layout(index_is_int64).get(context.device);
     const device::RoutingScratch& scratch = context.routing_scratch;
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
@@ -41,22 +47,26 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
                               " (tokens, top-k or experts beyond the buffer's capacities)");
     args.chunk_totals = scratch.words;
     args.epoch_word = scratch.epoch();
-    args.histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks) ? 1 : 0;
+    const bool histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks);
+    const jit::Kernel& kernel = cached_routing(index_is_int64, histogram).get(context.device);
 
     jit::LaunchConfig config;
     // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
     // rank's budget; a block takes several chunks when there are more.
     config.grid[0] = unsigned(std::min(args.num_chunks, std::max(1, context.sm_budget)));
     config.block[0] = device::kLayoutThreads;
-    config.shared_bytes =
-        unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks, args.histogram));
+    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks, histogram));
     config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
 }
 
 std::vector<jit::KernelSource> routing_catalog() {
-    return {cached_layout(false).source(), cached_layout(true).source()};
+    std::vector<jit::KernelSource> sources;
+    for (bool index_is_int64 : {false, true})
+        for (bool histogram : {true, false})
+            sources.push_back(cached_routing(index_is_int64, histogram).source());
+    return sources;
 }
 
 }  // namespace switchyard::launch
