@@ -1,12 +1,15 @@
 // Launcher of the routing kernel (kernels/switchyard/routing/routing_kernel.cuh): one cooperative
-// grid over chunks of tokens, with the buffer's per-chunk scratch.
+// grid over chunks of tokens, with the buffer's per-chunk scratch. Two callers: the HT dispatch
+// (launch_ht_routing, which also sends the op's counts notify) and Buffer::get_dispatch_layout.
 #include <algorithm>
 #include <string>
 
 #include "jit/jit.hpp"
+#include "launch/ht_launch.hpp"
 #include "launch/kernel_catalog.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/errors.hpp"
+#include "switchyard/transport/counts_exchange.cuh"
 
 namespace switchyard::launch {
 
@@ -24,6 +27,18 @@ const jit::CachedKernel& cached_routing(bool index_is_int64, bool histogram) {
         {jit::CachedKernel(source(false, false)), jit::CachedKernel(source(false, true))},
         {jit::CachedKernel(source(true, false)), jit::CachedKernel(source(true, true))}};
     return kernels[index_is_int64][histogram];
+}
+
+// Where the routing kernel of an HT dispatch sends the op's counts notify.
+device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t local_experts) {
+    device::HtNotifyTarget target{};
+    target.peer_bases = context.peer_bases;
+    target.workspace = context.layout.workspace;
+    target.op_counter = context.layout.workspace.counters(context.local_base) + device::kCounterHt;
+    target.rank = context.rank;
+    target.num_ranks = context.num_ranks;
+    target.local_experts = local_experts;
+    return target;
 }
 
 }  // namespace
@@ -59,6 +74,31 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
     config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
+}
+
+void launch_ht_routing(const LaunchContext& context, const HtDispatchPlan& plan,
+                       const HtDispatchViews& views) {
+    device::RoutingArgs args{};
+    args.topk_idx = views.topk_idx.ptr();
+    args.topk_row_stride = views.topk_idx.strides[0];
+    args.num_tokens = plan.extents.num_tokens;
+    args.topk = plan.extents.topk;
+    args.num_experts = plan.extents.num_experts;
+    args.num_ranks = context.num_ranks;
+    args.num_tokens_per_rank = views.num_tokens_per_rank;
+    args.num_tokens_per_expert = views.num_tokens_per_expert;
+    args.token_rank_slot = views.token_rank_slot;
+    args.token_expert_pos = views.token_expert_pos;
+    args.topk_copy = views.topk_copy;
+    if (views.weights_copy != nullptr) {  // the routing copies the weights with the ids
+        args.topk_weights = views.topk_weights.ptr_as<const float>();
+        args.weights_row_stride = views.topk_weights.strides[0];
+        args.weights_copy = views.weights_copy;
+    }
+    args.trace = views.trace;
+    // The routing kernel sends the counts notify as soon as it has the totals.
+    args.notify = ht_notify_target(context, plan.extents.local_experts);
+    launch_routing(context, args, plan.index_is_int64);
 }
 
 std::vector<jit::KernelSource> routing_catalog() {

@@ -380,6 +380,9 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
         std::vector<uint8_t> bias_raw(bias.size() * 2);
         std::memcpy(bias_raw.data(), bias.data(), bias_raw.size());
         DeviceArray<uint8_t> bias_device(bias_raw);
+        // Kernels are loaded before any op of the case: with co-located ranks a load while a peer's
+        // kernel waits for this rank stalls until the timeout (Buffer::ht_load_kernels).
+        buffer.ht_load_kernels(args);
         env.communicator->barrier(kHostTimeout);  // all allocations done: no device syncs from here
 
         DispatchResult result = buffer.dispatch(args, env.stream);
@@ -640,7 +643,8 @@ SY_TEST(HighThroughput, PeerThatNeverArrivesIsATimeoutError) {
         c.counts = CountMode::kDevice;
         c.seed = 31;
         TwoRankDispatch setup(c, env);
-        env.communicator->barrier(kHostTimeout);  // allocations done
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done, kernels loaded
 
         const auto expect_timeout = [&](const std::function<void()>& op, const char* phase,
                                         const char* what) {
@@ -728,8 +732,9 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         std::memcpy(y_raw.data(), y_values.data(), y_raw.size());
         DeviceArray<uint8_t> y(y_raw);
         const int T = setup.inputs[env.rank].num_tokens;
-        env.communicator->barrier(kHostTimeout);  // allocations done on every rank
-        // Warm-up: kernels loaded before any timed step.
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done and kernels loaded on every rank
+        // Warm-up: nothing left to load or allocate before a timed step.
         DispatchResult warm = buffer.dispatch(setup.args, env.stream);
         buffer.synchronize();
         setup.check(env, warm);
@@ -808,7 +813,7 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
 // An expert id out of range on one rank's GPU (so no host check sees it), in the first of its three
 // layout chunks: that rank's op ends with InvalidArgument and announces nothing, so its peer's op
 // ends with a TimeoutError in the counts exchange (not later, with data never sent); then reset()
-// and a correct dispatch. The id's chunk is not the one whose block announces: the layout kernel
+// and a correct dispatch. The id's chunk is not the one whose block announces: the routing kernel
 // must carry "invalid" from chunk to chunk.
 SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
     require_gpus(1);
@@ -828,7 +833,8 @@ SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
             bad.topk_idx[size_t(3) * c.topk + 1] = setup.problem.num_experts + 5;
             bad_args = upload(c, bad, setup.problem.num_experts, bad_data, env.device);
         }
-        env.communicator->barrier(kHostTimeout);  // allocations done
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done, kernels loaded
 
         std::string outcome = "no error";
         try {
