@@ -74,6 +74,15 @@ class Buffer {
     // the backward of dispatch (combine the gradients with the same handle).
     CombineResult combine(const CombineArgs& args, const std::shared_ptr<const DispatchHandle>& handle,
                           cudaStream_t stream);
+    // Loads (JIT-compiling on a cache miss) every HT kernel that dispatch with `args`, a cached
+    // dispatch of its handle and the combines of that handle (every reduction its layout allows, at
+    // any SM count) can use. Kernels are specialized on the args' hidden size, top-k, payload and
+    // scale format and layout: call it once per combination the engine uses. A rank's own call, no
+    // communication, nothing launched. With several ranks on one GPU it is required before the
+    // first HT op of a shape, because loading a kernel waits for the device's queued work, which
+    // may be a co-located peer's kernel waiting for this rank (a stall until the timeout
+    // otherwise); elsewhere it moves the compile and load out of the first op.
+    void ht_load_kernels(const DispatchArgs& args);
 
     // --- Low latency (decoding): src/core/ll_ops.cpp ------------------------------------------
     LowLatencyDispatchResult ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream);

@@ -186,7 +186,6 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // may be waiting for this rank (launch_context.hpp, "Preloading").
         launch::preload_barrier(device);
         launch::preload_routing(device);
-        if (config.enable_high_throughput) launch::preload_ht(device);
     }
 
     // No rank may signal into a peer's workspace before that peer has zeroed it.

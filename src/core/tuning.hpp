@@ -10,24 +10,39 @@
 namespace switchyard::tuning {
 
 // --- High-throughput dispatch -------------------------------------------------------------------
-// Warps of a dispatch block claim tokens one at a time, the next claim issued a token ahead.
+// Warps of a dispatch block claim tokens one at a time, the next claim issued a token ahead (a
+// static split of the tokens over the warps, and claims of 2 or 8 tokens, were slower).
 constexpr int kHtDispatchClaimTokens = 1;
 // Shared memory a dispatch block gives its warps' two-stage token pipelines, and the most warps.
 constexpr int kHtDispatchSharedBudget = 200 * 1024;
 constexpr int kHtDispatchMaxWarps = 16;
+// Warps of a dispatch block whose stages hold `stage_bytes` each (one record's payload and scales):
+// as many two-stage pipelines as the budget holds (fewer warps were no faster).
+constexpr int ht_dispatch_warps(int64_t stage_bytes) {
+    const int64_t fit = kHtDispatchSharedBudget / (2 * stage_bytes);
+    return fit < 1 ? 1 : (fit > kHtDispatchMaxWarps ? kHtDispatchMaxWarps : int(fit));
+}
 
 // --- High-throughput combine --------------------------------------------------------------------
-// Threads of a combine block: sender warps, one publisher warp, and reducers.
+// Warps of a combine block: kHtCombineSendWarps send rows, one publishes their arrivals, the others
+// reduce. Senders that never stall in their own fences need few warps.
 constexpr int kHtCombineWarps = 16;
 constexpr int kHtCombineSendWarps = 4;
-constexpr int kHtCombinePublisherWarps = 1;
-// Rows a combine sender warp writes per publication: more in flight on small grids.
-constexpr int ht_combine_send_group(int num_sms) { return num_sms <= 16 ? 4 : 2; }
-// The share of a combine block's write throughput the SM model counts: the senders' and the
-// publisher's warps plus the reducers' writes (the combine moves rows while it reduces).
-constexpr double kHtCombineSendFraction = 10.0 / 16.0;
+// Rows a combine sender warp claims and queues at a time: small grids have fewer senders, and each
+// then needs more rows in flight.
+constexpr int kHtCombineSmallGridSms = 16;
+constexpr int kHtCombineSendGroupSmallGrid = 4;  // grids of at most kHtCombineSmallGridSms blocks
+constexpr int kHtCombineSendGroupLargeGrid = 2;
+constexpr int ht_combine_send_group(int num_sms) {
+    return num_sms <= kHtCombineSmallGridSms ? kHtCombineSendGroupSmallGrid : kHtCombineSendGroupLargeGrid;
+}
+// The share of a combine block's write throughput the SM model counts (a calibration the bench's
+// SM sweep checks): ten warps' worth of a block. The senders, which never stall in fences and claim
+// their rows, and the reducers' writes move that much.
+constexpr double kHtCombineSendFraction = 10.0 / kHtCombineWarps;
 
 // --- High-throughput receive (expert-major expansion) --------------------------------------------
+// No waits on other ranks: blocks several deep per SM of the rank's budget.
 constexpr int kHtReceiveThreads = 256;
 constexpr int kHtReceiveBlocksPerSm = 4;
 

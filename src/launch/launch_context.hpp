@@ -39,11 +39,11 @@ void launch_barrier(const LaunchContext& context);
 // Preloading. Loading a kernel module waits for the work queued on the device; with several ranks
 // on one GPU that can be a co-located peer's kernel waiting for this rank, which launches its
 // matching kernel only after the load (design notes §2, rule 9). A buffer with co-located ranks
-// therefore loads its fixed kernels when it is created (preload_barrier, preload_routing,
-// preload_ht); the LL kernels, whose template depends on the op's shape, are loaded by
-// Buffer::ll_load_kernels.
+// therefore loads its fixed kernels when it is created (preload_barrier, preload_routing); the HT
+// and LL kernels, whose templates depend on the op's shape, are loaded by Buffer::ht_load_kernels
+// and Buffer::ll_load_kernels.
 void preload_barrier(int device);
-void preload_routing(int device);  // both index types
+void preload_routing(int device);  // every routing kernel (both index types, with or without histogram)
 
 // Dispatch layout kernel over `args` (its scratch and diagnostics are filled from the context).
 void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64);

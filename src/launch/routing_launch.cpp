@@ -1,33 +1,54 @@
-// Launcher of the dispatch layout kernel (kernels/switchyard/routing/routing_kernel.cuh): one
-// cooperative grid over chunks of tokens, with the buffer's per-chunk scratch.
+// Launcher of the routing kernel (kernels/switchyard/routing/routing_kernel.cuh): one cooperative
+// grid over chunks of tokens, with the buffer's per-chunk scratch. Two callers: the HT dispatch
+// (launch_ht_routing, which also sends the op's counts notify) and Buffer::get_dispatch_layout.
 #include <algorithm>
 #include <string>
 
 #include "jit/jit.hpp"
+#include "launch/ht_launch.hpp"
 #include "launch/kernel_catalog.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/errors.hpp"
+#include "switchyard/transport/counts_exchange.cuh"
 
 namespace switchyard::launch {
 
 namespace {
 
-const jit::CachedKernel& cached_layout(bool index_is_int64) {
-    static const jit::CachedKernel int32_ids(
-        {"dispatch_layout", "switchyard/routing/routing_kernel.cuh", "switchyard::device::routing_kernel<int>"});
-    static const jit::CachedKernel int64_ids({"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
-                                              "switchyard::device::routing_kernel<long long>"});
-    return index_is_int64 ? int64_ids : int32_ids;
+// The routing kernels: per index type, with per-warp counts in shared memory or without.
+const jit::CachedKernel& cached_routing(bool index_is_int64, bool histogram) {
+    auto source = [](bool int64, bool with_histogram) {
+        return jit::KernelSource{"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
+                                 std::string("switchyard::device::routing_kernel<") +
+                                     (int64 ? "long long" : "int") + ", " +
+                                     (with_histogram ? "true" : "false") + ">"};
+    };
+    static const jit::CachedKernel kernels[2][2] = {
+        {jit::CachedKernel(source(false, false)), jit::CachedKernel(source(false, true))},
+        {jit::CachedKernel(source(true, false)), jit::CachedKernel(source(true, true))}};
+    return kernels[index_is_int64][histogram];
+}
+
+// Where the routing kernel of an HT dispatch sends the op's counts notify.
+device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t local_experts) {
+    device::HtNotifyTarget target{};
+    target.peer_bases = context.peer_bases;
+    target.workspace = context.layout.workspace;
+    target.op_counter = context.layout.workspace.counters(context.local_base) + device::kCounterHt;
+    target.rank = context.rank;
+    target.num_ranks = context.num_ranks;
+    target.local_experts = local_experts;
+    return target;
 }
 
 }  // namespace
 
 void preload_routing(int device) {
-    for (bool index_is_int64 : {false, true}) cached_layout(index_is_int64).get(device);
+    for (bool index_is_int64 : {false, true})
+        for (bool histogram : {false, true}) cached_routing(index_is_int64, histogram).get(device);
 }
 
 void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64) {
-    const jit::Kernel& kernel = cached_layout(index_is_int64).get(context.device);
     const device::RoutingScratch& scratch = context.routing_scratch;
     args.diagnostics = context.diagnostics;
     args.tokens_per_chunk = device::layout_tokens_per_chunk(args.topk);
@@ -41,22 +62,51 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
                               " (tokens, top-k or experts beyond the buffer's capacities)");
     args.chunk_totals = scratch.words;
     args.epoch_word = scratch.epoch();
-    args.histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks) ? 1 : 0;
+    const bool histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks);
+    const jit::Kernel& kernel = cached_routing(index_is_int64, histogram).get(context.device);
 
     jit::LaunchConfig config;
     // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
     // rank's budget; a block takes several chunks when there are more.
     config.grid[0] = unsigned(std::min(args.num_chunks, std::max(1, context.sm_budget)));
     config.block[0] = device::kLayoutThreads;
-    config.shared_bytes =
-        unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks, args.histogram));
+    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks, histogram));
     config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
 }
 
+void launch_ht_routing(const LaunchContext& context, const HtDispatchPlan& plan,
+                       const HtDispatchViews& views) {
+    device::RoutingArgs args{};
+    args.topk_idx = views.topk_idx.ptr();
+    args.topk_row_stride = views.topk_idx.strides[0];
+    args.num_tokens = plan.extents.num_tokens;
+    args.topk = plan.extents.topk;
+    args.num_experts = plan.extents.num_experts;
+    args.num_ranks = context.num_ranks;
+    args.num_tokens_per_rank = views.num_tokens_per_rank;
+    args.num_tokens_per_expert = views.num_tokens_per_expert;
+    args.token_rank_slot = views.token_rank_slot;
+    args.token_expert_pos = views.token_expert_pos;
+    args.topk_copy = views.topk_copy;
+    if (views.weights_copy != nullptr) {  // the routing copies the weights with the ids
+        args.topk_weights = views.topk_weights.ptr_as<const float>();
+        args.weights_row_stride = views.topk_weights.strides[0];
+        args.weights_copy = views.weights_copy;
+    }
+    args.trace = views.trace;
+    // The routing kernel sends the counts notify as soon as it has the totals.
+    args.notify = ht_notify_target(context, plan.extents.local_experts);
+    launch_routing(context, args, plan.index_is_int64);
+}
+
 std::vector<jit::KernelSource> routing_catalog() {
-    return {cached_layout(false).source(), cached_layout(true).source()};
+    std::vector<jit::KernelSource> sources;
+    for (bool index_is_int64 : {false, true})
+        for (bool histogram : {true, false})
+            sources.push_back(cached_routing(index_is_int64, histogram).source());
+    return sources;
 }
 
 }  // namespace switchyard::launch

@@ -1,11 +1,11 @@
-// The HT combine's reduce work items (kernels/switchyard/ht/combine.cuh, ht_reduce_item): whatever
+// The HT combine's reduce work items (kernels/switchyard/ht/combine_reduce.cuh, ht_reduce_item): whatever
 // the token count, the split tail and the parts per token, the items the warps claim cover every
 // whole chunk, or every (token, channel part) of a split chunk, exactly once, and nothing else.
 #include <algorithm>
 #include <vector>
 
 #include "common/testing.hpp"
-#include "switchyard/ht/combine.cuh"
+#include "switchyard/ht/combine_reduce.cuh"
 
 using namespace switchyard;
 using device::HtReduceItem;
@@ -56,11 +56,10 @@ SY_TEST(HtReduceItems, CoverEveryTokenPartOnce) {
 
 SY_TEST(HtReduceItems, TailIsSizedByTheGrid) {
     // 4,096 tokens, hidden 7168 (4 parts), 24 blocks of 16 warps: 384 items, 48 chunks of 8.
-    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 4, 384, true, true), 48);
-    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 4, 385, true, true), 49);
-    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 4, 384, true, false), 0);  // split off
-    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 1, 384, true, true), 0);   // one part per token
-    SY_CHECK_EQ(device::ht_reduce_tail_chunks(10, 4, 384, true, true), 10);    // never past the chunks
-    SY_CHECK_EQ(device::ht_reduce_tail_chunks(10, 4, 384, false, false), 10);  // few tokens: all split
+    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 4, 384, true), 48);
+    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 4, 385, true), 49);
+    SY_CHECK_EQ(device::ht_reduce_tail_chunks(2048, 1, 384, true), 0);  // one part per token
+    SY_CHECK_EQ(device::ht_reduce_tail_chunks(10, 4, 384, true), 10);   // never past the chunks
+    SY_CHECK_EQ(device::ht_reduce_tail_chunks(10, 4, 384, false), 10);  // few tokens: all split
 }
 SY_TEST_MAIN()

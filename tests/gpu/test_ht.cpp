@@ -318,68 +318,168 @@ std::vector<uint16_t> make_y(int q, int64_t rows, int hidden, uint32_t seed) {
     return y;
 }
 
-void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
-    const int R = env.num_ranks;
-    const ref::Problem problem = make_problem(c, R);
-    const auto inputs = make_inputs(c, problem);
+// A case's reference: every rank's inputs, the dispatch of them, and of new data with the same
+// routing (what a cached dispatch sends, e.g. the backward of combine), and the combine inputs.
+struct CaseReference {
+    ref::Problem problem;
+    std::vector<ref::DispatchInput> inputs, new_inputs;
+    ref::DispatchResult expected, expected_new;
+    std::vector<ref::CombineInput> combine_inputs;
+};
+
+CaseReference make_reference(const Case& c, int num_ranks) {
+    CaseReference reference;
+    reference.problem = make_problem(c, num_ranks);
+    reference.inputs = make_inputs(c, reference.problem);
     ref::DispatchOptions options;
     options.layout = ref::Layout(int(c.layout));
     options.expert_alignment = c.alignment;
     options.zero_padding = c.zero_padding;
     options.quantize = c.quantize;
     options.quantize_format = c.quantize_format;
-    const ref::DispatchResult expected = ref::dispatch(problem, inputs, options);
-    const ref::DispatchOutput& mine = expected.outputs[env.rank];
-    // A cached dispatch of new data with this routing (the backward of combine) against the
-    // reference's fresh dispatch of that data.
-    const auto new_inputs = with_new_data(c, inputs);
-    const ref::DispatchResult expected_new = ref::dispatch(problem, new_inputs, options);
-
-    // Rows of the dispatch output on this rank as the device sizes them (worst case in device mode).
-    const int L = c.experts_per_rank;
-    const bool host = c.counts == CountMode::kHostSynced;
-    int64_t device_rows = 0;
-    if (c.layout == RecvLayout::kRankMajor)
-        device_rows = host ? mine.num_rows : int64_t(R) * c.max_tokens;
-    else if (c.layout == RecvLayout::kExpertContiguous)
-        device_rows = host ? mine.expert_offsets.back()
-                           : int64_t(R) * c.max_tokens * std::min(c.topk, L) + int64_t(L) * (c.alignment - 1);
-    else
-        device_rows = mine.num_rows;  // masked: L * R * T_max either way
-    std::vector<ref::CombineInput> combine_inputs(R);
-    for (int q = 0; q < R; ++q) {
-        const auto& out_q = expected.outputs[q];
+    reference.expected = ref::dispatch(reference.problem, reference.inputs, options);
+    reference.new_inputs = with_new_data(c, reference.inputs);
+    reference.expected_new = ref::dispatch(reference.problem, reference.new_inputs, options);
+    reference.combine_inputs.resize(num_ranks);
+    for (int q = 0; q < num_ranks; ++q) {
+        const auto& out_q = reference.expected.outputs[q];
         const int64_t rows_q =
             c.layout == RecvLayout::kExpertContiguous ? out_q.expert_offsets.back() : out_q.num_rows;
-        combine_inputs[q].y = make_y(q, rows_q, c.hidden, c.seed);
-        combine_inputs[q].row_weights.resize(c.layout == RecvLayout::kRankMajor ? rows_q * c.topk : rows_q);
+        ref::CombineInput& input = reference.combine_inputs[q];
+        input.y = make_y(q, rows_q, c.hidden, c.seed);
+        input.row_weights.resize(c.layout == RecvLayout::kRankMajor ? rows_q * c.topk : rows_q);
         std::mt19937 rng(c.seed * 31u + q);
-        for (auto& w : combine_inputs[q].row_weights) w = float(int(rng() % 100)) / 32.0f;
+        for (auto& w : input.row_weights) w = float(int(rng() % 100)) / 32.0f;
     }
-    const bool rank_major = c.layout == RecvLayout::kRankMajor;
-    const int T = inputs[env.rank].num_tokens;
+    return reference;
+}
+
+// Rows of the dispatch output on this rank as the device sizes them (worst case in device mode).
+int64_t device_rows_of(const Case& c, const ref::DispatchOutput& mine, int num_ranks) {
+    const int L = c.experts_per_rank;
+    const bool host = c.counts == CountMode::kHostSynced;
+    if (c.layout == RecvLayout::kRankMajor) return host ? mine.num_rows : int64_t(num_ranks) * c.max_tokens;
+    if (c.layout == RecvLayout::kExpertContiguous)
+        return host
+                   ? mine.expert_offsets.back()
+                   : int64_t(num_ranks) * c.max_tokens * std::min(c.topk, L) + int64_t(L) * (c.alignment - 1);
+    return mine.num_rows;  // masked: L * R * T_max either way
+}
+
+// This rank's combine inputs on the device, at the dispatch output's row positions (padding and
+// unused rows zero), and two biases.
+struct CombineData {
+    DeviceArray<uint8_t> y;
+    DeviceArray<float> row_weights;
+    DeviceArray<uint8_t> bias;
+};
+
+CombineData upload_combine(const Case& c, const ref::CombineInput& input, int64_t device_rows, int rank,
+                           int num_tokens) {
+    std::vector<uint8_t> y_raw(size_t(std::max<int64_t>(device_rows, 1)) * c.hidden * 2, 0);
+    std::memcpy(y_raw.data(), input.y.data(), input.y.size() * 2);
+    const int64_t weight_columns = c.layout == RecvLayout::kRankMajor ? c.topk : 1;
+    std::vector<float> rw(size_t(std::max<int64_t>(device_rows, 1)) * weight_columns, 0.0f);
+    std::memcpy(rw.data(), input.row_weights.data(), input.row_weights.size() * 4);
+    std::vector<uint16_t> bias(size_t(std::max(num_tokens, 1)) * c.hidden * 2);
+    std::mt19937 bias_rng(c.seed + 17u * rank);
+    for (auto& b : bias) b = random_bf16(bias_rng);
+    std::vector<uint8_t> bias_raw(bias.size() * 2);
+    std::memcpy(bias_raw.data(), bias.data(), bias_raw.size());
+    return {DeviceArray<uint8_t>(y_raw), DeviceArray<float>(rw), DeviceArray<uint8_t>(bias_raw)};
+}
+
+struct CombineMode {
+    bool weighted, hierarchical;
+    int biases;
+    bool home_weights = false;  // weights given to the combine on the home rank
+};
+
+std::vector<CombineMode> combine_modes(const Case& c) {
+    if (c.layout == RecvLayout::kRankMajor) return {{false, false, 0}, {false, false, 2}};
+    return {{false, false, 1}, {true, false, 0}, {false, true, 0}, {true, true, 2}, {true, false, 0, true}};
+}
+
+// The combine of `mode` on the device against the reference's, bit for bit.
+void check_combine(RankEnv& env, Buffer& buffer, const Case& c, const CaseReference& reference,
+                   const CombineData& data, const DispatchResult& dispatched, const DispatchArgs& new_args,
+                   int64_t device_rows, const CombineMode& mode) {
+    const int R = env.num_ranks, T = reference.inputs[env.rank].num_tokens;
+    const Device dev = Device::cuda(env.device);
+    CombineArgs combine;
+    combine.y = TensorView::contiguous(data.y.data(), DType::kBFloat16, {device_rows, c.hidden}, dev);
+    combine.row_weights =
+        c.layout == RecvLayout::kRankMajor
+            ? TensorView::contiguous(data.row_weights.data(), DType::kFloat32, {device_rows, c.topk}, dev)
+            : TensorView::contiguous(data.row_weights.data(), DType::kFloat32, {device_rows}, dev);
+    combine.weighted = mode.weighted;
+    combine.hierarchical = mode.hierarchical;
+    combine.num_sms = c.num_sms;
+    // Home-rank weights: the new data's (not the ones the dispatch carried).
+    if (mode.home_weights) combine.topk_weights = new_args.topk_weights;
+    if (mode.biases >= 1)
+        combine.bias0 = TensorView::contiguous(data.bias.data(), DType::kBFloat16, {T, c.hidden}, dev);
+    if (mode.biases >= 2)
+        combine.bias1 = TensorView::contiguous(data.bias.data() + size_t(std::max(T, 1)) * c.hidden * 2,
+                                               DType::kBFloat16, {T, c.hidden}, dev);
+    CombineResult combined = buffer.combine(combine, dispatched.handle, env.stream);
+    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    buffer.check_errors();
+
+    std::vector<ref::CombineHomeInput> homes(R);
+    for (int s = 0; s < R; ++s) {
+        const int Ts = reference.inputs[s].num_tokens;
+        std::vector<uint16_t> b(size_t(std::max(Ts, 1)) * c.hidden * 2);
+        std::mt19937 rng(c.seed + 17u * s);
+        for (auto& v : b) v = random_bf16(rng);
+        if (mode.home_weights) homes[s].topk_weights = reference.new_inputs[s].topk_weights;
+        if (mode.biases >= 1) homes[s].bias0.assign(b.begin(), b.begin() + size_t(Ts) * c.hidden);
+        if (mode.biases >= 2)
+            homes[s].bias1.assign(b.begin() + size_t(std::max(Ts, 1)) * c.hidden,
+                                  b.begin() + size_t(std::max(Ts, 1)) * c.hidden + size_t(Ts) * c.hidden);
+    }
+    ref::CombineOptions combine_options;
+    combine_options.weighted = mode.weighted;
+    combine_options.hierarchical = mode.hierarchical;
+    const auto want =
+        ref::combine(reference.expected.routing, reference.combine_inputs, homes, combine_options);
+    std::vector<uint16_t> got(size_t(T) * c.hidden);
+    if (T)
+        SY_CUDA_OK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < got.size(); ++i)
+        SY_CHECK_MSG(got[i] == want[env.rank].out[i],
+                     c.name() << " combine (weighted " << mode.weighted << ", hierarchical "
+                              << mode.hierarchical << ", biases " << mode.biases << ", home weights "
+                              << mode.home_weights << "): token " << i / c.hidden << " channel "
+                              << i % c.hidden << ": " << got[i] << " vs " << want[env.rank].out[i]);
+    std::vector<float> got_w(size_t(T) * c.topk);
+    if (T)
+        SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(), got_w.size() * 4,
+                              cudaMemcpyDeviceToHost));
+    SY_CHECK_MSG(
+        std::memcmp(got_w.data(), want[env.rank].combined_topk_weights.data(), got_w.size() * 4) == 0,
+        c.name() << ": combined_topk_weights differ");
+}
+
+void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
+    const int R = env.num_ranks;
+    const CaseReference reference = make_reference(c, R);
+    const ref::DispatchOutput& mine = reference.expected.outputs[env.rank];
+    const int64_t device_rows = device_rows_of(c, mine, R);
+    const int T = reference.inputs[env.rank].num_tokens;
 
     env.communicator->barrier(kHostTimeout);
     {
         RankData data, new_data;
-        DispatchArgs args = upload(c, inputs[env.rank], problem.num_experts, data, env.device);
+        DispatchArgs args =
+            upload(c, reference.inputs[env.rank], reference.problem.num_experts, data, env.device);
         const DispatchArgs new_args =
-            upload(c, new_inputs[env.rank], problem.num_experts, new_data, env.device);
-        // Combine inputs at the dispatch output's row positions (padding and unused rows zero).
-        std::vector<uint8_t> y_raw(size_t(std::max<int64_t>(device_rows, 1)) * c.hidden * 2, 0);
-        std::memcpy(y_raw.data(), combine_inputs[env.rank].y.data(), combine_inputs[env.rank].y.size() * 2);
-        DeviceArray<uint8_t> y_device(y_raw);
-        const int64_t weight_columns = rank_major ? c.topk : 1;
-        std::vector<float> rw(size_t(std::max<int64_t>(device_rows, 1)) * weight_columns, 0.0f);
-        std::memcpy(rw.data(), combine_inputs[env.rank].row_weights.data(),
-                    combine_inputs[env.rank].row_weights.size() * 4);
-        DeviceArray<float> row_weights_device(rw);
-        std::vector<uint16_t> bias(size_t(std::max(T, 1)) * c.hidden * 2);
-        std::mt19937 bias_rng(c.seed + 17u * env.rank);
-        for (auto& b : bias) b = random_bf16(bias_rng);
-        std::vector<uint8_t> bias_raw(bias.size() * 2);
-        std::memcpy(bias_raw.data(), bias.data(), bias_raw.size());
-        DeviceArray<uint8_t> bias_device(bias_raw);
+            upload(c, reference.new_inputs[env.rank], reference.problem.num_experts, new_data, env.device);
+        const CombineData combine_data =
+            upload_combine(c, reference.combine_inputs[env.rank], device_rows, env.rank, T);
+        // Kernels are loaded before any op of the case: with co-located ranks a load while a peer's
+        // kernel waits for this rank stalls until the timeout (Buffer::ht_load_kernels).
+        buffer.ht_load_kernels(args);
         env.communicator->barrier(kHostTimeout);  // all allocations done: no device syncs from here
 
         DispatchResult result = buffer.dispatch(args, env.stream);
@@ -395,83 +495,11 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
         DispatchResult cached_new = buffer.cached_dispatch(new_args, result.handle, env.stream);
         SY_CUDA_OK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
-        check_dispatch(c, expected_new.outputs[env.rank], cached_new, R);
+        check_dispatch(c, reference.expected_new.outputs[env.rank], cached_new, R);
 
-        struct Mode {
-            bool weighted, hierarchical;
-            int biases;
-            bool home_weights = false;  // weights given to the combine on the home rank
-        };
-        std::vector<Mode> modes;
-        if (rank_major)
-            modes = {{false, false, 0}, {false, false, 2}};
-        else
-            modes = {{false, false, 1},
-                     {true, false, 0},
-                     {false, true, 0},
-                     {true, true, 2},
-                     {true, false, 0, true}};
-        for (const Mode& mode : modes) {
+        for (const CombineMode& mode : combine_modes(c)) {
             if (mode.weighted && !c.weights) continue;
-            const Device dev = Device::cuda(env.device);
-            CombineArgs combine;
-            combine.y =
-                TensorView::contiguous(y_device.data(), DType::kBFloat16, {device_rows, c.hidden}, dev);
-            combine.row_weights =
-                rank_major
-                    ? TensorView::contiguous(row_weights_device.data(), DType::kFloat32,
-                                             {device_rows, c.topk}, dev)
-                    : TensorView::contiguous(row_weights_device.data(), DType::kFloat32, {device_rows}, dev);
-            combine.weighted = mode.weighted;
-            combine.hierarchical = mode.hierarchical;
-            combine.num_sms = c.num_sms;
-            // Home-rank weights: the new data's (not the ones the dispatch carried).
-            if (mode.home_weights) combine.topk_weights = new_args.topk_weights;
-            if (mode.biases >= 1)
-                combine.bias0 =
-                    TensorView::contiguous(bias_device.data(), DType::kBFloat16, {T, c.hidden}, dev);
-            if (mode.biases >= 2)
-                combine.bias1 =
-                    TensorView::contiguous(bias_device.data() + size_t(std::max(T, 1)) * c.hidden * 2,
-                                           DType::kBFloat16, {T, c.hidden}, dev);
-            CombineResult combined = buffer.combine(combine, result.handle, env.stream);
-            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-            buffer.check_errors();
-
-            std::vector<ref::CombineHomeInput> homes(R);
-            for (int s = 0; s < R; ++s) {
-                const int Ts = inputs[s].num_tokens;
-                std::vector<uint16_t> b(size_t(std::max(Ts, 1)) * c.hidden * 2);
-                std::mt19937 rng(c.seed + 17u * s);
-                for (auto& v : b) v = random_bf16(rng);
-                if (mode.home_weights) homes[s].topk_weights = new_inputs[s].topk_weights;
-                if (mode.biases >= 1) homes[s].bias0.assign(b.begin(), b.begin() + size_t(Ts) * c.hidden);
-                if (mode.biases >= 2)
-                    homes[s].bias1.assign(
-                        b.begin() + size_t(std::max(Ts, 1)) * c.hidden,
-                        b.begin() + size_t(std::max(Ts, 1)) * c.hidden + size_t(Ts) * c.hidden);
-            }
-            ref::CombineOptions combine_options;
-            combine_options.weighted = mode.weighted;
-            combine_options.hierarchical = mode.hierarchical;
-            const auto want = ref::combine(expected.routing, combine_inputs, homes, combine_options);
-            std::vector<uint16_t> got(size_t(T) * c.hidden);
-            if (T)
-                SY_CUDA_OK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2,
-                                      cudaMemcpyDeviceToHost));
-            for (size_t i = 0; i < got.size(); ++i)
-                SY_CHECK_MSG(got[i] == want[env.rank].out[i],
-                             c.name() << " combine (weighted " << mode.weighted << ", hierarchical "
-                                      << mode.hierarchical << ", biases " << mode.biases << ", home weights "
-                                      << mode.home_weights << "): token " << i / c.hidden << " channel "
-                                      << i % c.hidden << ": " << got[i] << " vs " << want[env.rank].out[i]);
-            std::vector<float> got_w(size_t(T) * c.topk);
-            if (T)
-                SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(),
-                                      got_w.size() * 4, cudaMemcpyDeviceToHost));
-            SY_CHECK_MSG(
-                std::memcmp(got_w.data(), want[env.rank].combined_topk_weights.data(), got_w.size() * 4) == 0,
-                c.name() << ": combined_topk_weights differ");
+            check_combine(env, buffer, c, reference, combine_data, result, new_args, device_rows, mode);
         }
         env.communicator->barrier(kHostTimeout);
     }
@@ -640,7 +668,8 @@ SY_TEST(HighThroughput, PeerThatNeverArrivesIsATimeoutError) {
         c.counts = CountMode::kDevice;
         c.seed = 31;
         TwoRankDispatch setup(c, env);
-        env.communicator->barrier(kHostTimeout);  // allocations done
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done, kernels loaded
 
         const auto expect_timeout = [&](const std::function<void()>& op, const char* phase,
                                         const char* what) {
@@ -728,8 +757,9 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         std::memcpy(y_raw.data(), y_values.data(), y_raw.size());
         DeviceArray<uint8_t> y(y_raw);
         const int T = setup.inputs[env.rank].num_tokens;
-        env.communicator->barrier(kHostTimeout);  // allocations done on every rank
-        // Warm-up: kernels loaded before any timed step.
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done and kernels loaded on every rank
+        // Warm-up: nothing left to load or allocate before a timed step.
         DispatchResult warm = buffer.dispatch(setup.args, env.stream);
         buffer.synchronize();
         setup.check(env, warm);
@@ -808,7 +838,7 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
 // An expert id out of range on one rank's GPU (so no host check sees it), in the first of its three
 // layout chunks: that rank's op ends with InvalidArgument and announces nothing, so its peer's op
 // ends with a TimeoutError in the counts exchange (not later, with data never sent); then reset()
-// and a correct dispatch. The id's chunk is not the one whose block announces: the layout kernel
+// and a correct dispatch. The id's chunk is not the one whose block announces: the routing kernel
 // must carry "invalid" from chunk to chunk.
 SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
     require_gpus(1);
@@ -828,7 +858,8 @@ SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
             bad.topk_idx[size_t(3) * c.topk + 1] = setup.problem.num_experts + 5;
             bad_args = upload(c, bad, setup.problem.num_experts, bad_data, env.device);
         }
-        env.communicator->barrier(kHostTimeout);  // allocations done
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done, kernels loaded
 
         std::string outcome = "no error";
         try {

@@ -4,7 +4,6 @@
 // must give x times the number of ranks each token reached, exactly (small integer values).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -101,19 +100,9 @@ struct Inputs {
     // Copies `out` to the host after the work queued on `stream`. Through pinned memory: a copy
     // into pageable memory goes through the driver's staging buffers, and while one rank's copy
     // waits there for its stream (behind a kernel that waits for a co-located peer), another
-    // rank's pageable copy cannot start: the peer never gets to its next op (design notes §2).
-    // SWITCHYARD_SOAK_PAGEABLE_COPY=1 restores the pageable copy, to reproduce that stall.
+    // rank's pageable copy cannot start: the peer never gets to its next op (rule 6 of the rules
+    // for ranks that share a GPU, DESIGN.md §4).
     void copy_out(std::vector<uint16_t>& host, cudaStream_t stream) const {
-        static const bool pageable = [] {
-            const char* value = std::getenv("SWITCHYARD_SOAK_PAGEABLE_COPY");
-            return value && *value == '1';
-        }();
-        if (pageable) {
-            SY_CUDA_OK(
-                cudaMemcpyAsync(host.data(), out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
-            SY_CUDA_OK(cudaStreamSynchronize(stream));
-            return;
-        }
         SY_CUDA_OK(cudaMemcpyAsync(pinned_out, out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
         SY_CUDA_OK(cudaStreamSynchronize(stream));
         std::memcpy(host.data(), pinned_out, host.size() * 2);
@@ -168,8 +157,9 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
                 dump_workspace_on_failure(buffer, [&] {
                     Inputs inputs;
                     const int experts = rc.ranks * kExpertsPerRank;
+                    buffer.ht_load_kernels(inputs.dispatch_args(env.device, experts));
                     env.communicator->barrier(std::chrono::seconds(30));
-                    // Warm up (JIT compile and load) outside the capture.
+                    // Warm up outside the capture (the kernels were loaded above).
                     Iteration it = make_iteration(env.rank, rc.ranks, 0);
                     inputs.load(it, env.stream);
                     round_trip(buffer, inputs, env.device, experts, env.stream);
@@ -213,11 +203,12 @@ SY_TEST(HighThroughputSoak, ThousandIterationsWithChangingRouting) {
             Buffer buffer(env.communicator, env.device, soak_config());
             dump_workspace_on_failure(buffer, [&] {
                 Inputs inputs;
+                buffer.ht_load_kernels(inputs.dispatch_args(env.device, 4 * kExpertsPerRank));
                 env.communicator->barrier(std::chrono::seconds(30));
                 std::vector<uint16_t> out(size_t(kTokens) * kHidden);
                 // A host step that takes over a second is reported: with co-located ranks a step
                 // that waits for the whole device holds back this rank's next op while its peers'
-                // kernels wait for it (design notes §2, rule 2).
+                // kernels wait for it (DESIGN.md §4, rule 2 for ranks that share a GPU).
                 auto timed = [&](const char* step, int iteration, auto&& body) {
                     const auto start = std::chrono::steady_clock::now();
                     body();
@@ -260,16 +251,20 @@ SY_TEST(HighThroughputDeterminism, TwoRunsBitIdentical) {
     run_ranks(4, std::min(2, cuda_device_count()), [&](RankEnv& env) {
         Buffer buffer(env.communicator, env.device, soak_config());
         Inputs inputs;
+        const auto contiguous_args = [&] {
+            DispatchArgs args = inputs.dispatch_args(env.device, 4 * kExpertsPerRank);
+            args.layout = RecvLayout::kExpertContiguous;
+            args.expert_alignment = 8;
+            args.zero_padding = true;
+            return args;
+        };
+        buffer.ht_load_kernels(contiguous_args());
         env.communicator->barrier(std::chrono::seconds(30));
         const Iteration it = make_iteration(env.rank, 4, 7);
         std::vector<uint8_t> runs[2];
         for (int run = 0; run < 2; ++run) {
             inputs.load(it, env.stream);
-            DispatchArgs args = inputs.dispatch_args(env.device, 4 * kExpertsPerRank);
-            args.layout = RecvLayout::kExpertContiguous;
-            args.expert_alignment = 8;
-            args.zero_padding = true;
-            DispatchResult dispatched = buffer.dispatch(args, env.stream);
+            DispatchResult dispatched = buffer.dispatch(contiguous_args(), env.stream);
             SY_CUDA_OK(cudaStreamSynchronize(env.stream));
             const TensorView& x = dispatched.recv_x.view();
             std::vector<uint8_t> bytes(size_t(x.numel()) * 2);
@@ -288,6 +283,7 @@ SY_TEST(HighThroughputSanitizer, SmallEp2RoundTrip) {
     run_ranks(2, 1, [&](RankEnv& env) {
         Buffer buffer(env.communicator, env.device, soak_config());
         Inputs inputs;
+        buffer.ht_load_kernels(inputs.dispatch_args(env.device, 2 * kExpertsPerRank));
         env.communicator->barrier(std::chrono::seconds(30));
         std::vector<uint16_t> out(size_t(kTokens) * kHidden);
         for (int iteration = 0; iteration < 3; ++iteration) {

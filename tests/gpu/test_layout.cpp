@@ -1,6 +1,7 @@
-// The dispatch layout kernel against the CPU: counts, token-in-rank mask, slots (prefix sums in
-// token order) and per-expert positions, for int32 and int64 ids, T in {0, 1, odd, T_max},
-// `-1` slots, all tokens to one expert, and invalid ids caught on the GPU.
+// The routing kernel (Buffer::get_dispatch_layout) against the CPU: counts, token-in-rank mask,
+// slots (prefix sums in token order) and per-expert positions, for int32 and int64 ids, both of its
+// counting paths (per-warp histogram or warps taking turns), T in {0, 1, odd, T_max}, `-1` slots,
+// all tokens to one expert, and invalid ids caught on the GPU.
 #include <cstdio>
 #include <random>
 

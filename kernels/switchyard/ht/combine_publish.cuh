@@ -1,18 +1,18 @@
 // HT combine: arrivals published by one warp per block instead of by each sender warp.
 //
-// A sender warp that fences its own rows (signal_arrivals) stalls until they have crossed the
-// link, and the senders of a block then stall and reload together (design notes §3). With a
-// publisher, a sender only queues (home, chunk, records) for each row it wrote, in a ring in
-// shared memory, and goes on copying; the publisher warp takes everything queued so far, makes it
-// visible with one system fence, and raises the homes' arrival counters (consecutive entries of
-// the same home chunk added together). The senders' rows are covered by the publisher's fence
-// through causality: row stores -> warp barrier -> the sender's arrival on the entry's "full"
-// mbarrier (release, block scope) -> the publisher's wait on it (acquire) -> its system fence ->
-// the relaxed remote add that completes the release pattern, which the home acquires.
+// A sender warp that fenced its own rows would stall until they had crossed the link, and the
+// senders of a block would then stall and reload together. With a publisher, a sender only queues
+// (home, chunk, records) for each row it wrote, in a ring in shared memory, and goes on copying;
+// the publisher warp takes everything queued so far, makes it visible with one system fence, and
+// raises the homes' arrival counters (consecutive entries of the same home chunk added together).
+// The senders' rows are covered by the publisher's fence through causality: row stores -> warp
+// barrier -> the sender's arrival on the entry's "full" mbarrier (release, block scope) -> the
+// publisher's wait on it (acquire) -> its system fence -> the relaxed remote add that completes the
+// release pattern, which the home acquires.
 //
 // Every hand-off between warps goes through mbarriers (a "full" and an "empty" one per ring
 // entry, and one that counts finished senders), which compute-sanitizer racecheck follows; it
-// does not follow acquire/release loads and stores of shared words (design notes §4).
+// does not follow acquire/release loads and stores of shared words.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -22,28 +22,30 @@
 
 namespace switchyard::device {
 
-constexpr int kHtPublishRing = 32;        // queued rows per sender warp
-constexpr int kHtPublishMaxSenders = 15;  // sender warps of a 16-warp block (one publishes)
+constexpr int kHtPublishRing = 32;  // queued rows per sender warp
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace ht_detail {
 
-// Shared-memory queues of one block. Entry n of warp w sits at slot n % kHtPublishRing; its pass
-// n / kHtPublishRing picks the mbarrier phase (parity) to wait for.
+// Shared-memory queues of one block with kSendWarps sender warps (the publisher's lane w serves
+// sender w). Entry n of warp w sits at slot n % kHtPublishRing; its pass n / kHtPublishRing picks
+// the mbarrier phase (parity) to wait for.
+template <int kSendWarps>
 struct PublishQueues {
-    uint64_t entries[kHtPublishMaxSenders][kHtPublishRing];
-    uint64_t full[kHtPublishMaxSenders][kHtPublishRing];   // the sender wrote the entry
-    uint64_t empty[kHtPublishMaxSenders][kHtPublishRing];  // the publisher consumed it
-    uint64_t senders_done;                                 // one arrival per finished sender warp
+    static_assert(kSendWarps >= 1 && kSendWarps <= 32, "one publisher lane per sender warp");
+    uint64_t entries[kSendWarps][kHtPublishRing];
+    uint64_t full[kSendWarps][kHtPublishRing];   // the sender wrote the entry
+    uint64_t empty[kSendWarps][kHtPublishRing];  // the publisher consumed it
+    uint64_t senders_done;                       // one arrival per finished sender warp
 
     // Every thread of the block, before the block barrier that precedes the roles.
-    SY_DEVICE void init(int send_warps) {
-        for (int i = int(threadIdx.x); i < kHtPublishMaxSenders * kHtPublishRing; i += int(blockDim.x)) {
+    SY_DEVICE void init() {
+        for (int i = int(threadIdx.x); i < kSendWarps * kHtPublishRing; i += int(blockDim.x)) {
             ptx::mbarrier_init(&full[0][0] + i, 1);
             ptx::mbarrier_init(&empty[0][0] + i, 1);
         }
-        if (threadIdx.x == 0) ptx::mbarrier_init(&senders_done, uint32_t(send_warps));
+        if (threadIdx.x == 0) ptx::mbarrier_init(&senders_done, uint32_t(kSendWarps));
         ptx::fence_mbarrier_init();
     }
 };
@@ -56,8 +58,9 @@ SY_DEVICE uint64_t publish_entry(int home, int chunk, int records) {
 // Sender warp `warp` (all lanes), after a group of `group` rows (lane j < group: row j's home,
 // token and records written, 0 for none): queues the rows for the publisher. `head` is the
 // warp's count of queued entries (warp-uniform).
-SY_DEVICE void queue_rows(PublishQueues& queues, int warp, uint32_t& head, int group, int home, int token,
-                          int written) {
+template <int kSendWarps>
+SY_DEVICE void queue_rows(PublishQueues<kSendWarps>& queues, int warp, uint32_t& head, int group, int home,
+                          int token, int written) {
     const uint32_t lane = ptx::lane_id();
     const uint32_t n = head + lane;
     const int slot = int(n % kHtPublishRing);
@@ -73,16 +76,18 @@ SY_DEVICE void queue_rows(PublishQueues& queues, int warp, uint32_t& head, int g
 }
 
 // Sender warp, after its last group.
-SY_DEVICE void finish_queueing(PublishQueues& queues) {
+template <int kSendWarps>
+SY_DEVICE void finish_queueing(PublishQueues<kSendWarps>& queues) {
     __syncwarp();
     if (ptx::lane_id() == 0) ptx::mbarrier_arrive(&queues.senders_done);
 }
 
 // The publisher warp: lane w serves sender warp w until every sender has finished and its last
 // entries are published.
-SY_DEVICE void publish_rows(const HtCommon& c, PublishQueues& queues, int send_warps) {
+template <int kSendWarps>
+SY_DEVICE void publish_rows(const HtCommon& c, PublishQueues<kSendWarps>& queues) {
     const int lane = int(ptx::lane_id());
-    const bool serves = lane < send_warps;
+    const bool serves = lane < kSendWarps;
     uint32_t published = 0;
     for (;;) {
         // The finished test first: once it passes, every entry the senders queued is visible to the

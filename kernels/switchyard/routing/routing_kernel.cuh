@@ -1,29 +1,28 @@
-// Dispatch layout from topk_idx: per-rank and per-expert token counts, the token-in-rank mask,
+// Dispatch routing from topk_idx: per-rank and per-expert token counts, the token-in-rank mask,
 // each token's slot in each destination rank and each (token, k)'s position among this rank's
 // rows for that expert.
 //
 // Slots are deterministic prefix sums in token order, so layouts are reproducible bit for bit.
 // One kernel over chunks of tokens (one thread per (token, k) entry of a chunk); a block takes
 // chunks blockIdx.x, + gridDim.x, ... in order and, per chunk:
-//   count    ranks each entry within its warp (a match mask) and counts per warp, expert and
-//            rank; an exclusive prefix over the warps gives each entry's rank inside the chunk
-//            and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
-//   publish  writes the chunk's totals to a [chunks][E + R] scratch, each total in a 64-bit word
-//            tagged with this op's epoch (and a bit for a chunk with invalid ids): a reader that
-//            sees the tag has the total, so no fence or flag orders them;
+//   count      ranks each entry within its warp (a match mask) and counts per warp, expert and
+//              rank; an exclusive prefix over the warps gives each entry's rank inside the chunk
+//              and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
+//   publish    writes the chunk's totals to a [chunks][E + R] scratch, each total in a 64-bit word
+//              tagged with this op's epoch (and a bit for a chunk with invalid ids): a reader that
+//              sees the tag has the total, so no fence or flag orders them (a flag raised after
+//              the totals would put fences, a block barrier and a round trip on every chunk's path);
 //   look back  loads every earlier chunk's totals, waiting on each word until it carries this
-//            op's tag (a cooperative grid: every block is resident, and each publishes a chunk
-//            before it waits for earlier ones, so the earliest unpublished chunk can always
-//            publish), and sums them: the chunk's starting offsets; then writes slots and positions.
+//              op's tag (a cooperative grid: every block is resident, and each publishes a chunk
+//              before it waits for earlier ones, so the earliest unpublished chunk can always
+//              publish), and sums them: the chunk's starting offsets; then writes slots and positions.
 // The block of the last chunk writes the totals and advances the epoch once every block has
 // published (so every block has read the old epoch); for an HT dispatch it also sends the op's
 // counts notify to every peer right then (transport/counts_exchange.cuh), instead of the dispatch
 // kernel after this grid ends, unless a chunk had invalid ids or the buffer is poisoned.
-// History of the publish: a chunk flag raised after the totals behind per-thread fences, a block
-// barrier and a release cost two fences and a flag round trip on every chunk's path. Beyond
-// kLayoutHistogramColumns columns the per-warp counts do not fit in shared memory and warps instead take
-// turns in entry order. History: one block walking the tokens took ~300 us at 4,096 tokens; a count kernel
-// and a write kernel (warps taking turns) took ~6.5 + 13.8 us (ncu, H200), and a kernel boundary.
+// Up to kLayoutHistogramColumns columns (experts + ranks) the per-warp counts live in shared memory
+// (kHistogram); beyond, warps take turns in entry order. The choice is fixed per op shape: a
+// template argument (src/launch/routing_launch.cpp).
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -56,16 +55,15 @@ struct RoutingArgs {
     uint64_t* epoch_word;    // this buffer's layout ops so far (zeroed at creation and by reset)
     int32_t num_chunks;
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
-    int32_t histogram;         // per-warp counts in shared memory (else warps take turns)
     Diagnostics diagnostics;
-    OpTrace trace;  // SWITCHYARD_TRACE=1: the HT dispatch's timeline (common/op_trace.cuh); null slots when off
-    HtNotifyTarget notify;     // an HT dispatch's counts notify (peer_bases null: none)
+    OpTrace trace;          // the HT dispatch's timeline (common/op_trace.cuh); null slots when off
+    HtNotifyTarget notify;  // an HT dispatch's counts notify (peer_bases null: none)
 };
 
 constexpr int kLayoutThreads = 1024;
 
-// A buffer's scratch for the layout kernel, sized at creation for its largest op: the chunks'
-// tagged totals, then the epoch word. Zeroed at creation and by reset() (a layout kernel cut short
+// A buffer's scratch for the routing kernel, sized at creation for its largest op: the chunks'
+// tagged totals, then the epoch word. Zeroed at creation and by reset() (a routing kernel cut short
 // may have left totals tagged with an epoch the epoch word never reached).
 struct RoutingScratch {
     uint64_t* words = nullptr;  // [total_words] tagged totals, then the epoch word
@@ -171,8 +169,9 @@ SY_DEVICE bool stage_entry(const RoutingArgs& args, const LayoutEntry& entry, in
 
 // totals[c] = the chunk's entries of column c (experts, then ranks); each counted entry gets its
 // rank among the chunk's earlier entries of its column (in_chunk_pos for the expert,
-// in_chunk_slot for the rank when it leads). Histogram: per-warp counts and a prefix over warps;
+// in_chunk_slot for the rank when it leads). kHistogram: per-warp counts and a prefix over warps;
 // else warps take turns in entry order, one block barrier per warp.
+template <bool kHistogram>
 SY_DEVICE void count_chunk(const RoutingArgs& args, int columns, int num_entries, int32_t id, int32_t rank,
                            bool lead, int32_t* totals, int32_t* warp_counts, int32_t& in_chunk_pos,
                            int32_t& in_chunk_slot) {
@@ -183,7 +182,7 @@ SY_DEVICE void count_chunk(const RoutingArgs& args, int columns, int num_entries
     const bool rank_leader = first_lane_with(lead ? rank : -1, same_rank) && id >= 0;
     const int expert_column = id, rank_column = args.num_experts + rank;
     for (int i = threadIdx.x; i < columns; i += blockDim.x) totals[i] = 0;
-    if (args.histogram) {
+    if constexpr (kHistogram) {
         for (int i = threadIdx.x; i < kLayoutWarps * columns; i += blockDim.x) warp_counts[i] = 0;
         __syncthreads();
         if (expert_leader) warp_counts[warp * columns + expert_column] = __popc(same_expert);
@@ -233,7 +232,7 @@ SY_DEVICE bool sum_earlier_chunks(const RoutingArgs& args, int columns, int chun
         int32_t running = 0;
         // Twelve chunks' totals in flight at once: at 4,096 tokens (32 chunks of 128 tokens, top-8)
         // and 264 columns (three parts per column, 36 chunks' reach) that is one round trip per
-        // thread on the last chunk's path. (Sixteen 64-bit words spill at 64 registers.)
+        // thread on the last chunk's path. (Sixteen 64-bit words spill at the 64-register cap.)
         constexpr int kBatch = 12;
         for (int first = part * kBatch; first < chunk; first += parts * kBatch) {
             uint64_t words[kBatch];
@@ -277,8 +276,9 @@ SY_DEVICE bool sum_earlier_chunks(const RoutingArgs& args, int columns, int chun
 
 }  // namespace routing_detail
 
-template <typename IndexT>
-__global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid_constant__ RoutingArgs args) {
+template <typename IndexT, bool kHistogram>
+__global__ void __launch_bounds__(kLayoutThreads, 1)
+    routing_kernel(const __grid_constant__ RoutingArgs args) {
     extern __shared__ __align__(16) int32_t shared[];
     const int columns = args.num_experts + args.num_ranks;
     const int64_t padded = align_up(int64_t(columns), 4);
@@ -287,13 +287,12 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
     int32_t* ids = starts + padded;
     int32_t* leads = ids + kLayoutThreads;
     int32_t* partial = leads + kLayoutThreads;
-    int32_t* warp_counts = partial + kLayoutThreads;  // [32][columns] (histogram)
+    int32_t* warp_counts = partial + kLayoutThreads;  // [32][columns] (kHistogram)
     const int experts_per_rank = args.num_experts / args.num_ranks;
     __shared__ uint64_t epoch;
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
-    if (threadIdx.x == 0)
-        trace_mark(args.trace, kHtRoutingStart, true);
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingStart, true);
     // Thread 0 reads the epoch now, before this block publishes (the epoch cannot advance until
     // every block has), but waits for the load only at its first publish: a barrier here would put
     // the load's round trip before the routing's own loads.
@@ -311,14 +310,13 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
         }
         const bool chunk_invalid = routing_detail::stage_entry<IndexT>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
-        if (threadIdx.x == 0)
-            trace_mark(args.trace, kHtRoutingLoaded);
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLoaded);
         const int32_t id = ids[threadIdx.x];
         const int rank = id >= 0 ? id / experts_per_rank : -1;
         const bool lead = leads[threadIdx.x] != 0;
         int32_t expert_pos = -1, rank_slot = -1;
-        routing_detail::count_chunk(args, columns, entry.num_entries, id, rank, lead, totals, warp_counts,
-                                   expert_pos, rank_slot);
+        routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank, lead, totals,
+                                                warp_counts, expert_pos, rank_slot);
         if (threadIdx.x == 0) epoch = old_epoch + 1;
         __syncthreads();
 
@@ -326,8 +324,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
         for (int column = threadIdx.x; column < columns; column += blockDim.x)
             ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
                                 layout_total_word(epoch, totals[column], chunk_invalid));
-        if (threadIdx.x == 0)
-            trace_mark(args.trace, kHtRoutingPublished);
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingPublished);
 
         // The notify's poison check and op sequence (below) are loaded now, beside the earlier
         // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
@@ -346,8 +343,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
             routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
         if (!__syncthreads_and(looked_back)) return;
         const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
-        if (threadIdx.x == 0)
-            trace_mark(args.trace, kHtRoutingLookedBack);
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLookedBack);
         if (last_chunk) {
             for (int column = threadIdx.x; column < columns; column += blockDim.x) {
                 const int32_t total = starts[column] + totals[column];
@@ -365,8 +361,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1) routing_kernel(const __grid
                         return starts[args.num_experts + rank] + totals[args.num_experts + rank];
                     },
                     [&](int32_t expert) { return starts[expert] + totals[expert]; });
-                if (threadIdx.x == 0)
-                    trace_mark(args.trace, kHtDispatchNotified);
+                if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
             }
         }
         if (entry.in_chunk) {

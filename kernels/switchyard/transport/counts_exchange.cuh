@@ -1,9 +1,9 @@
 // The HT counts notify: before its rows, a source writes its row counts into an entry of each
 // destination's workspace (rows to every rank, and rows to each of that destination's local
 // experts). The entry is also the HT entry handshake: a destination that sees a source's entry of
-// op n knows the source has entered op n. Written by the dispatch layout kernel's last chunk as
-// soon as the totals are known, or by the dispatch kernel when no layout kernel runs (a cached
-// dispatch). Here, not in ht/, because the layout kernel needs nothing else from ht/.
+// op n knows the source has entered op n. Written by the routing kernel's last chunk as soon as
+// the totals are known, or by the dispatch kernel when no routing kernel runs (a cached dispatch).
+// Here, not in ht/, because the routing kernel needs nothing else from ht/.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -15,8 +15,8 @@ namespace switchyard::device {
 // The notify entry one source writes into each destination's workspace: 64-bit words, the op's
 // sequence, then each count with the sequence's low 32 bits above it: rows to each rank, rows to
 // each of the peer's experts (ht_notify_words). A word is written by one store, so a reader that
-// sees this op's tag sees this op's count: the entry needs no fence at the sender (one fence and
-// one release store cost ~5 us on H200) and the reader waits on every word.
+// sees this op's tag sees this op's count: the entry needs no fence at the sender (a fence and a
+// release store per entry would sit on the op's critical path) and the reader waits on every word.
 struct HtNotifyView {
     uint64_t* words;
     int32_t num_ranks;
@@ -46,7 +46,7 @@ SY_HOST_DEVICE HtNotifyView ht_notify_view(const WorkspaceLayout& workspace, uin
     return {reinterpret_cast<uint64_t*>(workspace.ht_notify_entry(base, source)), num_ranks};
 }
 
-// Where a rank's notify goes, for the layout kernel (peer_bases null: it notifies nobody).
+// Where a rank's notify goes, for the routing kernel (peer_bases null: it notifies nobody).
 struct HtNotifyTarget {
     uint8_t* const* peer_bases;  // [R] device array
     WorkspaceLayout workspace;
