@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "cuda_check.hpp"
+#include "harness/cuda_raii.hpp"
 
 namespace switchyard::bench {
 namespace {
@@ -48,7 +48,7 @@ std::string iso8601_utc_now() {
 RunInfo collect_run_info(int num_gpus) {
     RunInfo info;
     info.num_gpus = num_gpus;
-    if (num_gpus > 0) info.gpu = gpu_name(0);
+    if (num_gpus > 0) info.gpu = harness::gpu_name(0);
     info.commit = current_commit();
     info.date = iso8601_utc_now();
     return info;

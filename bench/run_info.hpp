@@ -19,7 +19,7 @@ std::string current_commit();
 // Now, as ISO 8601 UTC with second resolution.
 std::string iso8601_utc_now();
 
-// Fills every field; `num_gpus` is what usable_gpu_count() returned.
+// Fills every field; `num_gpus` is what harness::usable_gpu_count() returned.
 RunInfo collect_run_info(int num_gpus);
 
 }  // namespace switchyard::bench
