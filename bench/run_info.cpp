@@ -29,8 +29,8 @@ std::string first_line_of(const char* command) {
 }  // namespace
 
 std::string current_commit() {
-    // An explicit SWITCHYARD_COMMIT wins: a copied working tree can carry a stale .git.
-    if (const char* env = std::getenv("SWITCHYARD_COMMIT"); env && *env) return env;
+    // An explicit SWITCHYARD_BENCH_COMMIT wins: a copied working tree can carry a stale .git.
+    if (const char* env = std::getenv("SWITCHYARD_BENCH_COMMIT"); env && *env) return env;
     std::string commit = first_line_of("git rev-parse --short HEAD 2>/dev/null");
     if (!commit.empty()) return commit;
     return "unknown";

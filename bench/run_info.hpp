@@ -12,7 +12,8 @@ struct RunInfo {
     std::string date;  // ISO 8601 UTC, e.g. 2026-12-01T09:30:00Z
 };
 
-// `git rev-parse --short HEAD` in the working directory, else $SWITCHYARD_COMMIT, else "unknown".
+// $SWITCHYARD_BENCH_COMMIT when set, else `git rev-parse --short HEAD` in the working directory, else
+// "unknown".
 // (Result files are written from a checkout; the variable covers runs from a copied binary.)
 std::string current_commit();
 
