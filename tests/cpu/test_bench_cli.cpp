@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
 #include "common/testing.hpp"
+#include "util/env_knobs.hpp"
 
 using namespace switchyard::bench;
 
@@ -143,6 +146,27 @@ SY_TEST(BenchCli, HelpListsEverySubcommandAndOption) {
     for (const char* name : {"cpu", "baseline", "ht", "ll", "help"})
         SY_CHECK_MSG(text.find(std::string("\n  ") + name + " ") != std::string::npos,
                      "help lists no subcommand " << name);
+}
+
+SY_TEST(BenchCli, ReadmeDocumentsEveryOptionAndKnob) {
+    std::ifstream file(std::string(SWITCHYARD_SOURCE_DIR) + "/bench/README.md");
+    SY_CHECK(file.good());
+    std::stringstream buffer;
+    buffer << file.rdbuf();
+    const std::string readme = buffer.str();
+    // Every option of --help ("  --name ..." lines) appears in the README's option table.
+    std::istringstream help(usage());
+    int options = 0;
+    for (std::string line; std::getline(help, line);) {
+        if (line.rfind("  --", 0) != 0) continue;
+        const std::string name = line.substr(2, line.find(' ', 2) - 2);
+        ++options;
+        SY_CHECK_MSG(readme.find("`" + name) != std::string::npos, "bench/README.md lacks " << name);
+    }
+    SY_CHECK(options >= 14);
+    for (const auto& knob : switchyard::util::knob_registry())
+        SY_CHECK_MSG(readme.find(std::string("`") + knob.name + "`") != std::string::npos,
+                     "bench/README.md lacks the knob " << knob.name);
 }
 
 SY_TEST_MAIN()
