@@ -61,8 +61,9 @@ int run_gpu(const BenchOptions& options, int visible) {
     const RankPlan ranks = plan_ranks(options, visible);
     const RunInfo run = collect_run_info(visible);
     const std::string name = command == Subcommand::kDefault ? "" : subcommand_name(command);
-    std::printf("switchyard-bench %s on %d x %s (commit %s, %s): %d rank(s) on %d GPU(s)%s\n", name.c_str(),
-                visible, run.gpu.c_str(), run.commit.c_str(), run.date.c_str(), ranks.ranks, ranks.gpus,
+    std::printf("switchyard-bench %s on %d x %s (commit %s, %s): %d rank(s) on %d GPU(s)%s\n",
+                name.empty() ? "(baseline, ht, ll)" : name.c_str(), visible, run.gpu.c_str(),
+                run.commit.c_str(), run.date.c_str(), ranks.ranks, ranks.gpus,
                 ranks.ranks > ranks.gpus ? ", co-located" : "");
 
     const bool run_ht = command == Subcommand::kDefault || command == Subcommand::kHt;
