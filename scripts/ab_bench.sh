@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# A/B of two source trees' HT and LL benchmarks in one run on one GPU: builds switchyard-bench in
+# A/B of two source trees' HT and LL benchmarks in one run on one GPU: builds switchyard-bench of
 # each tree, runs `ht` and `ll` of both in interleaved rounds (the order alternates each round, so
 # drift of the machine hits both sides alike), writes every results JSON and prints, per record,
 # the median over the rounds of each side's median time, the ratio new/old and each side's spread.
 #
-#   bash scripts/ab_bench.sh OLD_DIR NEW_DIR
+#   bash scripts/ab_bench.sh [--prepare] OLD_DIR NEW_DIR
+#
+# --prepare only builds both benchmarks and fills their JIT caches (one short run of each mode), so
+# a later run without it spends its time measuring (a device call is limited to 10 minutes).
+# The builds and caches live in build-ab/ of this repository (ignored by git, kept between runs).
 #
 # Tool variables of this script (defaults in brackets):
 #   SWITCHYARD_BENCH_AB_ROUNDS      rounds per side and mode [3]
@@ -12,49 +16,65 @@
 #   SWITCHYARD_BENCH_AB_HT_ARGS     arguments of `ht` [--ranks 2 --gpus 1: co-located EP2 on GPU 0]
 #   SWITCHYARD_BENCH_AB_LL_ARGS     arguments of `ll` [--ranks 2 --gpus 1]
 # Both trees' benchmarks must take these arguments. Results go to $OUT/ab when OUT is set (the GPU
-# machine's output folder), else to ./ab-results; each tree is built in <tree>/build-ab with its
-# own JIT cache. Needs python3 for the comparison table.
+# machine's output folder), else to ./ab-results. Needs python3 for the comparison table.
 set -euo pipefail
+prepare=0
+if [ "${1:-}" = --prepare ]; then
+    prepare=1
+    shift
+fi
 if [ $# -ne 2 ] || [ ! -f "$1/CMakeLists.txt" ] || [ ! -f "$2/CMakeLists.txt" ]; then
-    echo "usage: bash scripts/ab_bench.sh OLD_DIR NEW_DIR   (two Switchyard source trees)" >&2
+    echo "usage: bash scripts/ab_bench.sh [--prepare] OLD_DIR NEW_DIR   (two Switchyard source trees)" >&2
     exit 2
 fi
 command -v python3 >/dev/null || { echo "ab_bench.sh: python3 is needed for the comparison" >&2; exit 2; }
 old=$(cd "$1" && pwd)
 new=$(cd "$2" && pwd)
+work=$(cd "$(dirname "$0")/.." && pwd)/build-ab
 rounds=${SWITCHYARD_BENCH_AB_ROUNDS:-3}
 modes=${SWITCHYARD_BENCH_AB_MODES:-ht ll}
 ht_args=${SWITCHYARD_BENCH_AB_HT_ARGS:---ranks 2 --gpus 1}
 ll_args=${SWITCHYARD_BENCH_AB_LL_ARGS:---ranks 2 --gpus 1}
 results=${OUT:+$OUT/ab}
 results=${results:-$PWD/ab-results}
-mkdir -p "$results"
+mkdir -p "$results" "$work"
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 
 for side in old new; do
     tree=${!side}
     echo "building $side: $tree"
-    cmake -S "$tree" -B "$tree/build-ab" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSWITCHYARD_BUILD_TESTS=OFF \
+    cmake -S "$tree" -B "$work/$side" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSWITCHYARD_BUILD_TESTS=OFF \
         >"$results/$side-configure.log" 2>&1 || { tail -30 "$results/$side-configure.log"; exit 1; }
-    cmake --build "$tree/build-ab" -j"$(nproc)" --target switchyard-bench >"$results/$side-build.log" 2>&1 ||
+    cmake --build "$work/$side" -j"$(nproc)" --target switchyard-bench >"$results/$side-build.log" 2>&1 ||
         { tail -30 "$results/$side-build.log"; exit 1; }
 done
 
-# One run of one side's benchmark, from its tree (so the recorded commit is that tree's).
+# One run of one side's benchmark, from its tree (so the recorded commit is that tree's), with the
+# side's own JIT cache. Extra arguments follow the mode's.
 run_one() {
     local side=$1 mode=$2 round=$3 tree=${!1} args
+    shift 3
     [ "$mode" = ht ] && args=$ht_args || args=$ll_args
     [ "$mode" = ht ] || [ "$mode" = ll ] || args=""
     local json="$results/$side-$mode-r$round.json" log="$results/$side-$mode-r$round.log"
-    echo "round $round: $side $mode $args"
+    echo "round $round: $side $mode $args $*"
     # shellcheck disable=SC2086
-    if ! (cd "$tree" && SWITCHYARD_CACHE_DIR="$tree/build-ab/jit-cache" \
-            "$tree/build-ab/switchyard-bench" "$mode" $args --out "$json") >"$log" 2>&1; then
+    if ! (cd "$tree" && SWITCHYARD_CACHE_DIR="$work/cache-$side" \
+            "$work/$side/switchyard-bench" "$mode" $args "$@" --out "$json") >"$log" 2>&1; then
         echo "ab_bench.sh: $side $mode failed (round $round):" >&2
         tail -20 "$log" >&2
         exit 1
     fi
 }
+
+if [ "$prepare" = 1 ]; then
+    for side in old new; do
+        for mode in $modes; do run_one "$side" "$mode" 0 --iters 1 --warmup 1; done
+    done
+    rm -f "$results"/*-r0.json
+    echo "built both benchmarks and filled their JIT caches (logs: $results/*-r0.log)"
+    exit 0
+fi
 
 for round in $(seq 1 "$rounds"); do
     if [ $((round % 2)) -eq 1 ]; then order="old new"; else order="new old"; fi
