@@ -1,6 +1,6 @@
 # Writes one CTest entry per test case of a test binary (run as a POST_BUILD step, see
-# switchyard_add_test_binary in SwitchyardTests.cmake): runs `EXECUTABLE --list` and writes, for every
-# case, an add_test() that runs `EXECUTABLE --case NAME` and the case's properties.
+# switchyard_add_test_binary in SwitchyardTests.cmake): runs `EXECUTABLE --list` and writes, for
+# every case, an add_test() that runs `EXECUTABLE --case NAME` and the case's properties.
 #
 # Inputs (-D): EXECUTABLE, TARGET (the test name prefix), OUTPUT (the file to write), LABEL,
 # TIMEOUT, SKIP_DIR (where skipping cases record their reason), RUN_SERIAL (ON/OFF).
