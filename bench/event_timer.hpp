@@ -6,7 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_resources.hpp"
+#include "harness/cuda_raii.hpp"
 
 namespace switchyard::bench {
 
@@ -22,8 +22,8 @@ class EventTimer {
     cudaEvent_t start_event() const { return start_.get(); }
 
   private:
-    Event start_;
-    Event stop_;
+    harness::Event start_;
+    harness::Event stop_;
 };
 
 }  // namespace switchyard::bench

@@ -1,13 +1,13 @@
 #include "l2_flush.hpp"
 
-#include "cuda_check.hpp"
+#include "util/cuda_check.hpp"
 
 namespace switchyard::bench {
 
 void L2Flusher::flush(cudaStream_t stream) {
     value_ = (value_ + 1) & 0xff;
-    DeviceGuard guard(scratch_.device());  // memsets run on the current device's context
-    SWITCHYARD_BENCH_CUDA(cudaMemsetAsync(scratch_.get(), value_, scratch_.size(), stream));
+    harness::DeviceGuard guard(scratch_.device());  // memsets run on the current device's context
+    SY_CUDA_CHECK(cudaMemsetAsync(scratch_.get(), value_, scratch_.size(), stream));
 }
 
 }  // namespace switchyard::bench

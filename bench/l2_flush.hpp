@@ -7,7 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_resources.hpp"
+#include "harness/cuda_raii.hpp"
 
 namespace switchyard::bench {
 
@@ -22,7 +22,7 @@ class L2Flusher {
     void flush(cudaStream_t stream);
 
   private:
-    DeviceBuffer scratch_;
+    harness::DeviceBuffer scratch_;
     int value_ = 0;
 };
 

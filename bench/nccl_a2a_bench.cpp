@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "cuda_check.hpp"
-#include "cuda_resources.hpp"
+#include "util/cuda_check.hpp"
+#include "harness/cuda_raii.hpp"
 #include "event_timer.hpp"
 #include "l2_flush.hpp"
 #include "stream_alignment.hpp"
@@ -50,8 +50,8 @@ struct RankState {
           stream(rank),
           flush(rank),
           timer(rank) {}
-    DeviceBuffer send, recv;
-    Stream stream;
+    harness::DeviceBuffer send, recv;
+    harness::Stream stream;
     L2Flusher flush;
     EventTimer timer;
 };
@@ -129,10 +129,9 @@ std::vector<NcclA2aResult> measure_nccl_a2a(const NcclA2aOptions& options, const
     const int64_t buffer_bytes = std::max<int64_t>(payload.max_buffer_bytes(), 1);
     for (int r = 0; r < R; ++r) {
         ranks.emplace_back(r, buffer_bytes);
-        DeviceGuard guard(r);
+        harness::DeviceGuard guard(r);
         // Defined contents; the values do not matter to NCCL's byte copies.
-        SWITCHYARD_BENCH_CUDA(
-            cudaMemsetAsync(ranks[r].send.get(), r + 1, buffer_bytes, ranks[r].stream.get()));
+        SY_CUDA_CHECK(cudaMemsetAsync(ranks[r].send.get(), r + 1, buffer_bytes, ranks[r].stream.get()));
     }
     StreamAligner aligner(devices);
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
-#include "cuda_check.hpp"
-#include "cuda_resources.hpp"
+#include "util/cuda_check.hpp"
+#include "harness/cuda_raii.hpp"
 #include "event_timer.hpp"
 #include "l2_flush.hpp"
 #include "record.hpp"
@@ -16,18 +16,18 @@ namespace {
 
 void enable_one_way(int from, int to) {
     int can_access = 0;
-    SWITCHYARD_BENCH_CUDA(cudaDeviceCanAccessPeer(&can_access, from, to));
+    SY_CUDA_CHECK(cudaDeviceCanAccessPeer(&can_access, from, to));
     if (!can_access) {
         throw UnsupportedError("GPU " + std::to_string(from) + " cannot access GPU " + std::to_string(to) +
                                "'s memory (no peer access: check `nvidia-smi topo -m`)");
     }
-    DeviceGuard guard(from);
+    harness::DeviceGuard guard(from);
     const cudaError_t result = cudaDeviceEnablePeerAccess(to, 0);
     if (result == cudaErrorPeerAccessAlreadyEnabled) {
         cudaGetLastError();  // not an error for us; clear it so later checks start clean
         return;
     }
-    SWITCHYARD_BENCH_CUDA(result);
+    SY_CUDA_CHECK(result);
 }
 
 // Everything one measurement needs, allocated once for the largest size.
@@ -48,23 +48,23 @@ struct CopySetup {
           backward_done(dst) {
         // Defined contents, so the copies never read uninitialized memory.
         {
-            DeviceGuard guard(src);
-            SWITCHYARD_BENCH_CUDA(cudaMemsetAsync(forward_in.get(), 1, max_bytes, src_stream.get()));
+            harness::DeviceGuard guard(src);
+            SY_CUDA_CHECK(cudaMemsetAsync(forward_in.get(), 1, max_bytes, src_stream.get()));
         }
         {
-            DeviceGuard guard(dst);
-            SWITCHYARD_BENCH_CUDA(cudaMemsetAsync(backward_in.get(), 2, max_bytes, dst_stream.get()));
+            harness::DeviceGuard guard(dst);
+            SY_CUDA_CHECK(cudaMemsetAsync(backward_in.get(), 2, max_bytes, dst_stream.get()));
         }
         synchronize_devices({src, dst});
     }
 
     int src, dst;
-    DeviceBuffer forward_in, forward_out, backward_in, backward_out;
-    Stream src_stream, dst_stream;
+    harness::DeviceBuffer forward_in, forward_out, backward_in, backward_out;
+    harness::Stream src_stream, dst_stream;
     L2Flusher src_flush, dst_flush;
     StreamAligner aligner;
     EventTimer timer;  // on the source device's stream
-    Event backward_done;
+    harness::Event backward_done;
 };
 
 // One timed iteration; returns microseconds.
@@ -75,16 +75,16 @@ double time_copy(CopySetup& s, size_t bytes, bool bidirectional) {
     s.dst_flush.flush(s.dst_stream.get());
     s.aligner.align({s.src_stream.get(), s.dst_stream.get()});
     s.timer.start(s.src_stream.get());
-    SWITCHYARD_BENCH_CUDA(cudaMemcpyPeerAsync(s.forward_out.get(), s.dst, s.forward_in.get(), s.src, bytes,
-                                              s.src_stream.get()));
+    SY_CUDA_CHECK(cudaMemcpyPeerAsync(s.forward_out.get(), s.dst, s.forward_in.get(), s.src, bytes,
+                                      s.src_stream.get()));
     if (bidirectional) {
         // The reverse copy starts with the timed span and the span ends when both have finished,
         // so the time is that of the slower direction.
-        SWITCHYARD_BENCH_CUDA(cudaStreamWaitEvent(s.dst_stream.get(), s.timer.start_event(), 0));
-        SWITCHYARD_BENCH_CUDA(cudaMemcpyPeerAsync(s.backward_out.get(), s.src, s.backward_in.get(), s.dst,
-                                                  bytes, s.dst_stream.get()));
-        SWITCHYARD_BENCH_CUDA(cudaEventRecord(s.backward_done.get(), s.dst_stream.get()));
-        SWITCHYARD_BENCH_CUDA(cudaStreamWaitEvent(s.src_stream.get(), s.backward_done.get(), 0));
+        SY_CUDA_CHECK(cudaStreamWaitEvent(s.dst_stream.get(), s.timer.start_event(), 0));
+        SY_CUDA_CHECK(cudaMemcpyPeerAsync(s.backward_out.get(), s.src, s.backward_in.get(), s.dst, bytes,
+                                          s.dst_stream.get()));
+        SY_CUDA_CHECK(cudaEventRecord(s.backward_done.get(), s.dst_stream.get()));
+        SY_CUDA_CHECK(cudaStreamWaitEvent(s.src_stream.get(), s.backward_done.get(), 0));
     }
     s.timer.stop(s.src_stream.get());
     return s.timer.elapsed_us();
@@ -106,6 +106,7 @@ P2pCopyResult measure_one(CopySetup& setup, size_t bytes, bool bidirectional, co
 }  // namespace
 
 void enable_peer_access(int device_a, int device_b) {
+    if (device_a == device_b) return;  // a device reaches its own memory
     enable_one_way(device_a, device_b);
     enable_one_way(device_b, device_a);
 }

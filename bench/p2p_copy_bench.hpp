@@ -1,4 +1,5 @@
-// The copy-engine peer-to-peer bound: how fast cudaMemcpyPeerAsync moves bytes between two GPUs.
+// The copy-engine peer-to-peer bound: how fast cudaMemcpyPeerAsync moves bytes between two GPUs;
+// with src_device == dst_device, the device-to-device copy rate, the bound of ranks that share a GPU.
 //
 // Our kernels are judged against this number (DESIGN.md §9: fraction_of_peer_bound), so it is
 // measured in the same run, on the same machine, rather than taken from a datasheet.
@@ -26,8 +27,8 @@ struct P2pCopyResult {
     double gbps_per_direction = 0.0;  // bytes / median time
 };
 
-// Enables peer access both ways (already-enabled is fine). Throws UnsupportedError if the GPUs
-// cannot reach each other's memory.
+// Enables peer access both ways (already-enabled is fine; nothing to do for one device). Throws
+// UnsupportedError if the GPUs cannot reach each other's memory.
 void enable_peer_access(int device_a, int device_b);
 
 // For each size: one direction alone, then both directions at once.

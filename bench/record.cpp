@@ -1,8 +1,14 @@
 #include "record.hpp"
 
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
 #include <fstream>
 
 #include "switchyard/errors.hpp"
+#include "util/env_knobs.hpp"
+
+extern char** environ;
 
 namespace switchyard::bench {
 namespace {
@@ -67,6 +73,39 @@ JsonValue BenchRecord::to_json() const {
 std::optional<double> gbps(double bytes, double time_us) {
     if (time_us <= 0.0) return std::nullopt;
     return bytes / (time_us * 1e3);  // bytes / (us * 1e-6) / 1e9
+}
+
+JsonValue results_meta(const RunInfo& run, const std::vector<std::string>& argv,
+                       const std::string& subcommand, JsonObject extra) {
+    int runtime_version = 0, driver_version = 0;
+    cudaRuntimeGetVersion(&runtime_version);
+    cudaDriverGetVersion(&driver_version);  // 0 without a driver
+    JsonObject knobs;
+    for (const auto& [name, value] : util::knobs_set()) knobs.emplace_back(name, value);
+    JsonObject tool_variables;
+    for (char** entry = environ; entry && *entry; ++entry) {
+        const std::string text(*entry);
+        const size_t eq = text.find('=');
+        const std::string name = text.substr(0, eq);
+        if (name.rfind("SWITCHYARD_BENCH_", 0) == 0 || name == "NCCL_NVLS_ENABLE")
+            tool_variables.emplace_back(name, eq == std::string::npos ? "" : text.substr(eq + 1));
+    }
+    JsonObject meta = {
+        {"tool", "switchyard-bench"},
+        {"subcommand", subcommand.empty() ? "default" : subcommand},
+        {"argv", JsonValue(JsonArray(argv.begin(), argv.end()))},
+        {"gpu", run.gpu},
+        {"num_gpus", run.num_gpus},
+        {"commit", run.commit},
+        {"date", run.date},
+        {"cuda_runtime_version", runtime_version},
+        {"cuda_driver_version", driver_version},
+        {"knobs", JsonValue(std::move(knobs))},
+        {"tool_variables", JsonValue(std::move(tool_variables))},
+    };
+    JsonValue json(std::move(meta));
+    for (auto& [key, value] : extra) json.set(key, std::move(value));
+    return json;
 }
 
 JsonValue results_document(const std::vector<BenchRecord>& records, JsonValue meta) {

@@ -1,8 +1,8 @@
 // One benchmark result record with the fields DESIGN.md §9 requires of every record, and the
 // results file that holds them ({"records": [...], "meta": {...}}).
 //
-// Every benchmark (baselines now, HT and LL later) fills a BenchRecord, so all result files share
-// one schema and stay comparable over time. Mode-specific facts go into `extra`.
+// Every measurement (baselines, HT, LL) fills a BenchRecord, so all result files share one schema
+// and stay comparable over time. Mode-specific facts go into `extra`.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,13 @@ struct BenchRecord {
 
 // GB/s (10^9 bytes per second) of `bytes` moved in `time_us` microseconds; nullopt if time <= 0.
 std::optional<double> gbps(double bytes, double time_us);
+
+// The meta of every results file: tool, subcommand, argv, gpu, num_gpus, commit, date, CUDA runtime
+// and driver versions, `knobs` (the library's SWITCHYARD_* knobs that are set, util::knobs_set()),
+// `tool_variables` (the benchmark's own SWITCHYARD_BENCH_* variables and NCCL_NVLS_ENABLE, when set),
+// then `extra`.
+JsonValue results_meta(const RunInfo& run, const std::vector<std::string>& argv,
+                       const std::string& subcommand, JsonObject extra);
 
 // {"records": [...], "meta": meta}.
 JsonValue results_document(const std::vector<BenchRecord>& records, JsonValue meta);

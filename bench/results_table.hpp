@@ -1,4 +1,5 @@
-// Prints benchmark records as an aligned text table (the human-readable twin of the JSON file).
+// The results table printed at the end of a run: one row per record, every mode in the same columns
+// (the SM count of each row included).
 #pragma once
 
 #include <vector>

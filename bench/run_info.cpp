@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "cuda_check.hpp"
+#include "harness/cuda_raii.hpp"
 
 namespace switchyard::bench {
 namespace {
@@ -29,8 +29,8 @@ std::string first_line_of(const char* command) {
 }  // namespace
 
 std::string current_commit() {
-    // An explicit SWITCHYARD_COMMIT wins: a copied working tree can carry a stale .git.
-    if (const char* env = std::getenv("SWITCHYARD_COMMIT"); env && *env) return env;
+    // An explicit SWITCHYARD_BENCH_COMMIT wins: a copied working tree can carry a stale .git.
+    if (const char* env = std::getenv("SWITCHYARD_BENCH_COMMIT"); env && *env) return env;
     std::string commit = first_line_of("git rev-parse --short HEAD 2>/dev/null");
     if (!commit.empty()) return commit;
     return "unknown";
@@ -48,7 +48,7 @@ std::string iso8601_utc_now() {
 RunInfo collect_run_info(int num_gpus) {
     RunInfo info;
     info.num_gpus = num_gpus;
-    if (num_gpus > 0) info.gpu = gpu_name(0);
+    if (num_gpus > 0) info.gpu = harness::gpu_name(0);
     info.commit = current_commit();
     info.date = iso8601_utc_now();
     return info;

@@ -12,14 +12,15 @@ struct RunInfo {
     std::string date;  // ISO 8601 UTC, e.g. 2026-12-01T09:30:00Z
 };
 
-// `git rev-parse --short HEAD` in the working directory, else $SWITCHYARD_COMMIT, else "unknown".
+// $SWITCHYARD_BENCH_COMMIT when set, else `git rev-parse --short HEAD` in the working directory, else
+// "unknown".
 // (Result files are written from a checkout; the variable covers runs from a copied binary.)
 std::string current_commit();
 
 // Now, as ISO 8601 UTC with second resolution.
 std::string iso8601_utc_now();
 
-// Fills every field; `num_gpus` is what usable_gpu_count() returned.
+// Fills every field; `num_gpus` is what harness::usable_gpu_count() returned.
 RunInfo collect_run_info(int num_gpus);
 
 }  // namespace switchyard::bench

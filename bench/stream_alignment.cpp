@@ -1,6 +1,6 @@
 #include "stream_alignment.hpp"
 
-#include "cuda_check.hpp"
+#include "util/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::bench {
@@ -16,20 +16,20 @@ void StreamAligner::align(const std::vector<cudaStream_t>& streams) {
                               " streams for " + std::to_string(marks_.size()) + " devices");
     }
     for (size_t i = 0; i < streams.size(); ++i) {
-        SWITCHYARD_BENCH_CUDA(cudaEventRecord(marks_[i].get(), streams[i]));
+        SY_CUDA_CHECK(cudaEventRecord(marks_[i].get(), streams[i]));
     }
     // Waiting on another device's event is legal; it is how the streams meet.
     for (size_t i = 0; i < streams.size(); ++i) {
         for (size_t j = 0; j < streams.size(); ++j) {
-            if (i != j) SWITCHYARD_BENCH_CUDA(cudaStreamWaitEvent(streams[i], marks_[j].get(), 0));
+            if (i != j) SY_CUDA_CHECK(cudaStreamWaitEvent(streams[i], marks_[j].get(), 0));
         }
     }
 }
 
 void synchronize_devices(const std::vector<int>& devices) {
     for (int device : devices) {
-        DeviceGuard guard(device);
-        SWITCHYARD_BENCH_CUDA(cudaDeviceSynchronize());
+        harness::DeviceGuard guard(device);
+        SY_CUDA_CHECK(cudaDeviceSynchronize());
     }
 }
 

@@ -10,7 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_resources.hpp"
+#include "harness/cuda_raii.hpp"
 
 namespace switchyard::bench {
 
@@ -22,7 +22,7 @@ class StreamAligner {
     void align(const std::vector<cudaStream_t>& streams);
 
   private:
-    std::vector<Event> marks_;
+    std::vector<harness::Event> marks_;
 };
 
 // cudaDeviceSynchronize on each device: nothing from a previous iteration is still running.

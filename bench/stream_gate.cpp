@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "cuda_check.hpp"
+#include "util/cuda_check.hpp"
 
 namespace switchyard::bench {
 
@@ -23,7 +23,7 @@ void StreamGate::close(cudaStream_t stream) {
     }();
     if (disabled) return;
     open_.store(false, std::memory_order_release);
-    SWITCHYARD_BENCH_CUDA(cudaLaunchHostFunc(stream, &StreamGate::wait_until_open, this));
+    SY_CUDA_CHECK(cudaLaunchHostFunc(stream, &StreamGate::wait_until_open, this));
 }
 
 void StreamGate::open() {

@@ -1,5 +1,5 @@
 // Microbenchmark: what the synchronisation steps of an LL kernel cost on their own, so the LL
-// kernels' fixed cost (design notes §3) can be split into launch, fences, arrivals and waits.
+// kernels' fixed cost can be split into launch, fences, arrivals and waits.
 //
 // Each case is one kernel (grid G x 256 threads) run on one GPU (the "peer" is the GPU itself) or
 // on two GPUs at once (each GPU's peer is the other), timed with events around a single launch

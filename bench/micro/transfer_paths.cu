@@ -1,7 +1,7 @@
 // Microbenchmark: how fast each way of moving a bulk payload between two NVLink peers is, per SM
 // count, with both GPUs sending at once (as in dispatch and combine). It decides how the HT kernels
-// should move data (design notes §3: SM stores reach ~0.75 of the copy engine, and the combine is
-// limited by stores in flight per SM).
+// should move data: SM stores against the copy engine, and how many stores in flight per SM a
+// combine needs.
 //
 // Each GPU moves `bytes` to (or from) the other GPU, both directions at once; a case's time is the
 // slower GPU's, event-timed around one launch behind a device-side gate; median of the iterations.

@@ -1,17 +1,29 @@
-// A small test harness: no external dependency, so the same tests build on the CPU CI machine and
+// A small test framework: no external dependency, so the same tests build on the CPU CI machine and
 // on the GPU machine (which has no GoogleTest).
 //
 //   SY_TEST(suite_name, case_name) { SY_CHECK(a == b); SY_CHECK_EQ(a, b); SY_CHECK_THROWS(expr, Type); }
-//   int main(int argc, char** argv) { return switchyard::testing::run_all(argc, argv); }
+//   SY_TEST_MAIN()   // or: int main(int argc, char** argv) { return switchyard::testing::run_all(argc,
+//   argv); }
 //
-// A test that cannot run (no GPU) calls SY_SKIP("reason"): the reason is printed and, if every
-// test skipped, the binary exits with kSkipExitCode (77), which CTest reports as "skipped".
+// Every test binary takes (run_all):
+//   --list            print the case names ("suite.case"), one per line, and exit 0
+//   --case NAME       run exactly the case NAME (CTest runs each case as its own entry this way)
+//   --skip-file PATH  when a case skips, append "NAME: reason" to PATH (read back by CTest's post-test
+//                     step, which prints why each case skipped: cmake/print_skip_reasons.cmake)
+//   FILTER            run the cases whose name contains FILTER; no argument runs every case
+//
+// A case that cannot run (no GPU) calls SY_SKIP("reason"): the reason is printed and, if no case
+// passed and at least one skipped, the binary exits with kSkipExitCode (77), which CTest reports as
+// "skipped". A failed case makes the exit code 1; a bad command line, or a filter or case name that
+// selects nothing, exits 2.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -21,11 +33,20 @@ namespace switchyard::testing {
 
 constexpr int kSkipExitCode = 77;
 
-struct TestFailure {
+// Thrown by the SY_CHECK macros. Both derive from std::exception so code that knows nothing of the
+// framework (the rank runner in harness/) reports them with their message.
+struct TestFailure : std::exception {
+    explicit TestFailure(std::string text) : message(std::move(text)) {}
+    const char* what() const noexcept override { return message.c_str(); }
     std::string message;
 };
-struct TestSkipped {
+struct TestSkipped : std::exception {
+    explicit TestSkipped(std::string text) : reason(std::move(text)), what_("skipped: " + reason) {}
+    const char* what() const noexcept override { return what_.c_str(); }
     std::string reason;
+
+  private:
+    std::string what_;
 };
 
 struct TestCase {
@@ -62,13 +83,70 @@ std::string to_text(const T& value) {
 // Makes the tests' own device kernels (tests/kernels/) visible to the JIT (test_kernels.cpp).
 void register_test_kernels();
 
-// Runs tests whose name contains argv[1] (if given). Returns 0, 1 (failure) or kSkipExitCode.
+namespace detail {
+
+struct RunOptions {
+    bool list = false;
+    std::string exact_case;  // --case
+    std::string filter;      // positional substring
+    std::string skip_file;   // --skip-file
+};
+
+// Returns false (after printing why) for a command line it does not understand.
+inline bool parse_run_options(int argc, char** argv, RunOptions& options) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&](std::string& into) {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s: %s needs a value\n", argv[0], arg.c_str());
+                return false;
+            }
+            into = argv[++i];
+            return true;
+        };
+        if (arg == "--list") {
+            options.list = true;
+        } else if (arg == "--case") {
+            if (!value(options.exact_case)) return false;
+        } else if (arg == "--skip-file") {
+            if (!value(options.skip_file)) return false;
+        } else if (arg == "-h" || arg == "--help") {
+            std::printf("usage: %s [--list] [--case NAME] [--skip-file PATH] [FILTER]\n", argv[0]);
+            std::exit(0);
+        } else if (arg.rfind("--", 0) == 0 || !options.filter.empty()) {
+            std::fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", argv[0], arg.c_str());
+            return false;
+        } else {
+            options.filter = arg;
+        }
+    }
+    return true;
+}
+
+inline void record_skip(const std::string& skip_file, const std::string& name, const std::string& reason) {
+    if (skip_file.empty()) return;
+    const std::filesystem::path path(skip_file);
+    std::error_code ignored;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ignored);
+    std::ofstream(path, std::ios::app) << name << ": " << reason << "\n";
+}
+
+}  // namespace detail
+
+// Runs the cases the command line selects (see the top of this file). Returns 0, 1 (a failure),
+// 2 (bad command line, nothing selected) or kSkipExitCode.
 inline int run_all(int argc, char** argv) {
+    detail::RunOptions options;
+    if (!detail::parse_run_options(argc, argv, options)) return 2;
+    if (options.list) {
+        for (const auto& test : registry()) std::printf("%s\n", test.name.c_str());
+        return 0;
+    }
     register_test_kernels();
-    const char* filter = argc > 1 ? argv[1] : nullptr;
     int passed = 0, failed = 0, skipped = 0;
     for (auto& test : registry()) {
-        if (filter && test.name.find(filter) == std::string::npos) continue;
+        if (!options.exact_case.empty() && test.name != options.exact_case) continue;
+        if (test.name.find(options.filter) == std::string::npos) continue;
         std::printf("[ RUN  ] %s\n", test.name.c_str());
         std::fflush(stdout);
         try {
@@ -77,6 +155,7 @@ inline int run_all(int argc, char** argv) {
             ++passed;
         } catch (const TestSkipped& skip) {
             std::printf("[ SKIP ] %s: %s\n", test.name.c_str(), skip.reason.c_str());
+            detail::record_skip(options.skip_file, test.name, skip.reason);
             ++skipped;
         } catch (const TestFailure& failure) {
             std::printf("[ FAIL ] %s\n  %s\n", test.name.c_str(), failure.message.c_str());
@@ -86,6 +165,12 @@ inline int run_all(int argc, char** argv) {
             ++failed;
         }
         std::fflush(stdout);
+    }
+    if (passed + failed + skipped == 0) {
+        std::fprintf(stderr, "%s: no case %s '%s' (--list shows them)\n", argv[0],
+                     options.exact_case.empty() ? "matches" : "is named",
+                     options.exact_case.empty() ? options.filter.c_str() : options.exact_case.c_str());
+        return 2;
     }
     std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     if (failed > 0) return 1;
@@ -147,10 +232,7 @@ inline int run_all(int argc, char** argv) {
     } while (0)
 #define SY_CHECK_THROWS(expr, type) SY_CHECK_THROWS_WITH(expr, type, "")
 
-#define SY_SKIP(reason)                        \
-    throw ::switchyard::testing::TestSkipped { \
-        reason                                 \
-    }
+#define SY_SKIP(reason) throw ::switchyard::testing::TestSkipped(reason)
 
 #define SY_TEST_MAIN()                                     \
     int main(int argc, char** argv) {                      \

@@ -210,9 +210,9 @@ std::vector<T> download(const void* device, size_t count, cudaStream_t stream) {
     if (count) {
         // Drain the stream first, so that this pageable copy never waits behind a kernel that
         // waits for a co-located peer (while holding the driver's staging buffers).
-        SY_CUDA_OK(cudaStreamSynchronize(stream));
-        SY_CUDA_OK(cudaMemcpyAsync(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
-        SY_CUDA_OK(cudaStreamSynchronize(stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+        SY_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     return host;
 }
@@ -220,8 +220,8 @@ std::vector<T> download(const void* device, size_t count, cudaStream_t stream) {
 template <typename T>
 void upload(void* device, const std::vector<T>& host, cudaStream_t stream) {
     if (host.empty()) return;
-    SY_CUDA_OK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
-    SY_CUDA_OK(cudaStreamSynchronize(stream));
+    SY_CUDA_CHECK(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // One rank's device inputs (allocated for the capacity, so new data can reuse them in a graph).
@@ -328,10 +328,10 @@ inline size_t expected_words(const Scenario& sc) {
 inline void poison_dispatch_outputs(const LowLatencyDispatchResult& result, cudaStream_t stream) {
     const TensorView& x = result.recv_x.view();
     if (x.numel() > 0)
-        SY_CUDA_OK(cudaMemsetAsync(x.ptr(), 0xff, size_t(x.numel()) * x.element_size(), stream));
+        SY_CUDA_CHECK(cudaMemsetAsync(x.ptr(), 0xff, size_t(x.numel()) * x.element_size(), stream));
     const TensorView& scales = result.handle->recv_scales_storage.view();
     if (scales.defined() && scales.numel() > 0)
-        SY_CUDA_OK(
+        SY_CUDA_CHECK(
             cudaMemsetAsync(scales.ptr(), 0xff, size_t(scales.numel()) * scales.element_size(), stream));
 }
 

@@ -49,8 +49,9 @@ int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine,
         if (copy_engine) {
             staging[ranks] = value;
             for (int peer = 0; peer < ranks; ++peer)
-                SY_CUDA_OK(cudaMemcpyAsync(peers[peer] + offset + sizeof(uint64_t) * env.rank,
-                                           &staging[ranks], sizeof(uint64_t), cudaMemcpyDefault, env.stream));
+                SY_CUDA_CHECK(cudaMemcpyAsync(peers[peer] + offset + sizeof(uint64_t) * env.rank,
+                                              &staging[ranks], sizeof(uint64_t), cudaMemcpyDefault,
+                                              env.stream));
         } else {
             device::PeerStoreArgs args{peer_table.data(), int64_t(offset), env.rank, ranks, value};
             jit::LaunchConfig launch;
@@ -59,9 +60,9 @@ int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine,
             jit::launch(store, launch, &args, sizeof(args));
         }
         buffer.barrier(env.stream);
-        SY_CUDA_OK(cudaMemcpyAsync(staging, buffer.local_memory() + offset, sizeof(uint64_t) * ranks,
-                                   cudaMemcpyDeviceToHost, env.stream));
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaMemcpyAsync(staging, buffer.local_memory() + offset, sizeof(uint64_t) * ranks,
+                                      cudaMemcpyDeviceToHost, env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         for (int peer = 0; peer < ranks; ++peer) {
             if (staging[peer] == round * 1000 + peer) continue;
             ++stale;
@@ -90,14 +91,15 @@ SY_TEST(Barrier, OrdersPeerWritesAllConfigs) {
             }
             DeviceArray<uint8_t*> peer_table(peers);
             uint64_t* staging = nullptr;
-            SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&staging), sizeof(uint64_t) * (rc.ranks + 1)));
+            SY_CUDA_CHECK(
+                cudaMallocHost(reinterpret_cast<void**>(&staging), sizeof(uint64_t) * (rc.ranks + 1)));
             env.communicator->barrier(std::chrono::seconds(30));  // every rank allocated: no more syncs
             run_ordering_rounds(buffer, env, false, peer_table, staging);
             const int stale_copies = run_ordering_rounds(buffer, env, true, peer_table, staging);
             for (int i = 0; i < 200; ++i) buffer.barrier(env.stream);
             buffer.synchronize();
             env.communicator->barrier(std::chrono::seconds(30));  // every rank done before freeing
-            SY_CUDA_OK(cudaFreeHost(staging));
+            SY_CUDA_CHECK(cudaFreeHost(staging));
             const auto stale = env.communicator->all_gather_value(stale_copies, std::chrono::seconds(30));
             if (env.rank == 0) {
                 int total = 0;

@@ -34,11 +34,11 @@ SY_TEST(BarrierStress, CountersAndSlotsAgree) {
                                  rc.name().c_str(), env.rank, batch, call_s);
                 for (int i = 1; i < 100; ++i) buffer.barrier(env.stream);
                 buffer.synchronize();
-                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
-                SY_CUDA_OK(cudaMemcpy(counters.data(), buffer.local_memory() + layout.counters_offset,
-                                      8 * counters.size(), cudaMemcpyDeviceToHost));
-                SY_CUDA_OK(cudaMemcpy(slots.data(), buffer.local_memory() + layout.barrier_signals_offset,
-                                      8 * slots.size(), cudaMemcpyDeviceToHost));
+                SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
+                SY_CUDA_CHECK(cudaMemcpy(counters.data(), buffer.local_memory() + layout.counters_offset,
+                                         8 * counters.size(), cudaMemcpyDeviceToHost));
+                SY_CUDA_CHECK(cudaMemcpy(slots.data(), buffer.local_memory() + layout.barrier_signals_offset,
+                                         8 * slots.size(), cudaMemcpyDeviceToHost));
                 const uint64_t expected = 100ull * batch;
                 std::string text;
                 for (uint64_t s : slots) text += std::to_string(s) + " ";

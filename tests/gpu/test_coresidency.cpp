@@ -43,7 +43,7 @@ SY_TEST(Coresidency, RanksSharingAGpuRunTogether) {
                     launch.stream = env.stream;
                     launch.cooperative = cooperative;
                     jit::launch(kernel, launch, &args, sizeof(args));
-                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
                     SY_CHECK_MSG(failed.download()[0] == 0, rc.name()
                                                                 << (cooperative ? " cooperative" : " plain")
                                                                 << ": blocks did not all run together");

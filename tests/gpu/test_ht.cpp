@@ -145,7 +145,7 @@ template <typename T>
 std::vector<T> download_rows(const TensorView& view, int64_t rows, int64_t columns) {
     std::vector<T> out(size_t(rows) * columns);
     if (rows > 0 && columns > 0)
-        SY_CUDA_OK(cudaMemcpy2D(out.data(), sizeof(T) * columns, view.ptr(),
+        SY_CUDA_CHECK(cudaMemcpy2D(out.data(), sizeof(T) * columns, view.ptr(),
                                 sizeof(T) * view.strides[0] * view.element_size() / sizeof(T),
                                 sizeof(T) * columns, rows, cudaMemcpyDeviceToHost));
     return out;
@@ -155,7 +155,7 @@ std::vector<uint8_t> download_bytes(const TensorView& view, int64_t rows, int64_
                                     int64_t stride_bytes) {
     std::vector<uint8_t> out(size_t(rows) * row_bytes);
     if (rows > 0)
-        SY_CUDA_OK(cudaMemcpy2D(out.data(), row_bytes, view.ptr(), stride_bytes, row_bytes, rows,
+        SY_CUDA_CHECK(cudaMemcpy2D(out.data(), row_bytes, view.ptr(), stride_bytes, row_bytes, rows,
                                 cudaMemcpyDeviceToHost));
     return out;
 }
@@ -245,11 +245,11 @@ void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const Di
     const int64_t row_bytes = int64_t(H) * (fp8 ? 1 : 2);
     const int words = fp8 ? ref::num_scale_words(H, expected.scale_format) : 0;
     std::vector<int32_t> counts(expected.num_tokens_per_expert.size());
-    SY_CUDA_OK(cudaMemcpy(counts.data(), result.num_recv_tokens_per_expert.view().ptr(), counts.size() * 4,
+    SY_CUDA_CHECK(cudaMemcpy(counts.data(), result.num_recv_tokens_per_expert.view().ptr(), counts.size() * 4,
                           cudaMemcpyDeviceToHost));
     SY_CHECK_MSG(counts == expected.num_tokens_per_expert, c.name() << ": per-expert counts differ");
     int32_t device_rows = 0;
-    SY_CUDA_OK(cudaMemcpy(&device_rows, result.num_recv_rows.view().ptr(), 4, cudaMemcpyDeviceToHost));
+    SY_CUDA_CHECK(cudaMemcpy(&device_rows, result.num_recv_rows.view().ptr(), 4, cudaMemcpyDeviceToHost));
     const int64_t rows = c.layout == RecvLayout::kRankMajor
                              ? expected.num_rows
                              : (c.layout == RecvLayout::kExpertContiguous ? expected.expert_offsets.back()
@@ -299,7 +299,7 @@ void check_dispatch(const Case& c, const ref::DispatchOutput& expected, const Di
     } else if (c.weights) {
         std::vector<float> got_w(static_cast<size_t>(rows), 0.0f);
         if (rows)
-            SY_CUDA_OK(cudaMemcpy(got_w.data(), result.recv_topk_weights.view().ptr(), rows * 4,
+            SY_CUDA_CHECK(cudaMemcpy(got_w.data(), result.recv_topk_weights.view().ptr(), rows * 4,
                                   cudaMemcpyDeviceToHost));
         for (int64_t row = 0; row < rows; ++row)
             if (expected.sources[row].rank >= 0 || c.zero_padding)
@@ -423,7 +423,7 @@ void check_combine(RankEnv& env, Buffer& buffer, const Case& c, const CaseRefere
         combine.bias1 = TensorView::contiguous(data.bias.data() + size_t(std::max(T, 1)) * c.hidden * 2,
                                                DType::kBFloat16, {T, c.hidden}, dev);
     CombineResult combined = buffer.combine(combine, dispatched.handle, env.stream);
-    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
 
     std::vector<ref::CombineHomeInput> homes(R);
@@ -445,7 +445,7 @@ void check_combine(RankEnv& env, Buffer& buffer, const Case& c, const CaseRefere
         ref::combine(reference.expected.routing, reference.combine_inputs, homes, combine_options);
     std::vector<uint16_t> got(size_t(T) * c.hidden);
     if (T)
-        SY_CUDA_OK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2, cudaMemcpyDeviceToHost));
+        SY_CUDA_CHECK(cudaMemcpy(got.data(), combined.out.view().ptr(), got.size() * 2, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < got.size(); ++i)
         SY_CHECK_MSG(got[i] == want[env.rank].out[i],
                      c.name() << " combine (weighted " << mode.weighted << ", hierarchical "
@@ -454,7 +454,7 @@ void check_combine(RankEnv& env, Buffer& buffer, const Case& c, const CaseRefere
                               << i % c.hidden << ": " << got[i] << " vs " << want[env.rank].out[i]);
     std::vector<float> got_w(size_t(T) * c.topk);
     if (T)
-        SY_CUDA_OK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(), got_w.size() * 4,
+        SY_CUDA_CHECK(cudaMemcpy(got_w.data(), combined.combined_topk_weights.view().ptr(), got_w.size() * 4,
                               cudaMemcpyDeviceToHost));
     SY_CHECK_MSG(
         std::memcmp(got_w.data(), want[env.rank].combined_topk_weights.data(), got_w.size() * 4) == 0,
@@ -483,17 +483,17 @@ void run_case(RankEnv& env, Buffer& buffer, const Case& c) {
         env.communicator->barrier(kHostTimeout);  // all allocations done: no device syncs from here
 
         DispatchResult result = buffer.dispatch(args, env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
         check_dispatch(c, mine, result, R);
 
         // Cached dispatch with the same data: byte-identical layout.
         DispatchResult cached = buffer.cached_dispatch(args, result.handle, env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
         check_dispatch(c, mine, cached, R);
         DispatchResult cached_new = buffer.cached_dispatch(new_args, result.handle, env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
         check_dispatch(c, reference.expected_new.outputs[env.rank], cached_new, R);
 
@@ -743,13 +743,13 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         TwoRankDispatch setup(c, env);
         const size_t x_bytes = setup.data.x.size();
         uint8_t* x_host = nullptr;
-        SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&x_host), x_bytes));
+        SY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&x_host), x_bytes));
         const std::vector<uint8_t> x_bytes_now = setup.data.x.download();
         std::memcpy(x_host, x_bytes_now.data(), x_bytes);
         const cudaStream_t side = core::acquire_stream(env.device);
         cudaEvent_t x_ready = nullptr, probe = nullptr;
-        SY_CUDA_OK(cudaEventCreateWithFlags(&x_ready, cudaEventDisableTiming));
-        SY_CUDA_OK(cudaEventCreateWithFlags(&probe, cudaEventDisableTiming));
+        SY_CUDA_CHECK(cudaEventCreateWithFlags(&x_ready, cudaEventDisableTiming));
+        SY_CUDA_CHECK(cudaEventCreateWithFlags(&probe, cudaEventDisableTiming));
         // Combine input: every received row of the worst case, a fixed pattern.
         const int64_t rows = int64_t(env.num_ranks) * c.max_tokens;
         std::vector<uint16_t> y_values = make_y(env.rank, rows, c.hidden, c.seed);
@@ -770,14 +770,14 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         //    read the data written back (it would read zeros if it followed the caller's stream).
         setup.data.x.fill_bytes(0);
         env.communicator->barrier(kHostTimeout);
-        SY_CUDA_OK(cudaLaunchHostFunc(
+        SY_CUDA_CHECK(cudaLaunchHostFunc(
             side, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }, nullptr));
-        SY_CUDA_OK(cudaMemcpyAsync(setup.data.x.data(), x_host, x_bytes, cudaMemcpyHostToDevice, side));
-        SY_CUDA_OK(cudaEventRecord(x_ready, side));
+        SY_CUDA_CHECK(cudaMemcpyAsync(setup.data.x.data(), x_host, x_bytes, cudaMemcpyHostToDevice, side));
+        SY_CUDA_CHECK(cudaEventRecord(x_ready, side));
         DispatchArgs after_args = setup.args;
         after_args.order.after = x_ready;
         DispatchResult after = buffer.dispatch(after_args, env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));  // synchronous mode: the stream waited
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));  // synchronous mode: the stream waited
         buffer.check_errors();
         setup.check(env, after);
         env.communicator->barrier(kHostTimeout);
@@ -790,15 +790,15 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         const auto start = std::chrono::steady_clock::now();
         DispatchResult async_result = buffer.dispatch(async_args, env.stream);
         if (env.rank == 0) {
-            SY_CUDA_OK(cudaEventRecord(probe, env.stream));
-            SY_CUDA_OK(cudaEventSynchronize(probe));
+            SY_CUDA_CHECK(cudaEventRecord(probe, env.stream));
+            SY_CUDA_CHECK(cudaEventSynchronize(probe));
             const double ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             SY_CHECK_MSG(ms < 200.0, "the caller's stream waited " << ms << " ms for an asynchronous op");
             SY_CHECK_MSG(!async_result.done.done(), "the op was done before its peer had started");
         }
         async_result.done.wait(env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         SY_CHECK(async_result.done.done());
         buffer.check_errors();
         setup.check(env, async_result);
@@ -808,19 +808,19 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         combine.y =
             TensorView::contiguous(y.data(), DType::kBFloat16, {rows, c.hidden}, Device::cuda(env.device));
         CombineResult sync_combined = buffer.combine(combine, async_result.handle, env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
         std::vector<uint16_t> want(size_t(T) * c.hidden), got(size_t(T) * c.hidden);
         if (T)
-            SY_CUDA_OK(cudaMemcpy(want.data(), sync_combined.out.view().ptr(), want.size() * 2,
+            SY_CUDA_CHECK(cudaMemcpy(want.data(), sync_combined.out.view().ptr(), want.size() * 2,
                                   cudaMemcpyDeviceToHost));
         combine.order.async = true;
         CombineResult async_combined = buffer.combine(combine, async_result.handle, env.stream);
         async_combined.done.wait(env.stream);
         if (T)
-            SY_CUDA_OK(cudaMemcpyAsync(got.data(), async_combined.out.view().ptr(), got.size() * 2,
+            SY_CUDA_CHECK(cudaMemcpyAsync(got.data(), async_combined.out.view().ptr(), got.size() * 2,
                                        cudaMemcpyDeviceToHost, env.stream));
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
         SY_CHECK_MSG(got == want, "the asynchronous combine's output differs from the synchronous one's");
         buffer.synchronize();

@@ -87,9 +87,9 @@ struct Inputs {
     int64_t* pinned_idx = nullptr;
     uint16_t* pinned_out = nullptr;
     Inputs() {
-        SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_x), sizeof(uint16_t) * kTokens * kHidden));
-        SY_CUDA_OK(cudaMallocHost(reinterpret_cast<void**>(&pinned_idx), sizeof(int64_t) * kTokens * kTopk));
-        SY_CUDA_OK(
+        SY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_x), sizeof(uint16_t) * kTokens * kHidden));
+        SY_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_idx), sizeof(int64_t) * kTokens * kTopk));
+        SY_CUDA_CHECK(
             cudaMallocHost(reinterpret_cast<void**>(&pinned_out), sizeof(uint16_t) * kTokens * kHidden));
     }
     ~Inputs() {
@@ -103,16 +103,16 @@ struct Inputs {
     // rank's pageable copy cannot start: the peer never gets to its next op (rule 6 of the rules
     // for ranks that share a GPU, DESIGN.md §4).
     void copy_out(std::vector<uint16_t>& host, cudaStream_t stream) const {
-        SY_CUDA_OK(cudaMemcpyAsync(pinned_out, out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
-        SY_CUDA_OK(cudaStreamSynchronize(stream));
+        SY_CUDA_CHECK(cudaMemcpyAsync(pinned_out, out.data(), host.size() * 2, cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
         std::memcpy(host.data(), pinned_out, host.size() * 2);
     }
     void load(const Iteration& it, cudaStream_t stream) {
-        SY_CUDA_OK(cudaStreamSynchronize(stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
         std::memcpy(pinned_x, it.x.data(), it.x.size() * 2);
         std::memcpy(pinned_idx, it.idx.data(), it.idx.size() * 8);
-        SY_CUDA_OK(cudaMemcpyAsync(x.data(), pinned_x, it.x.size() * 2, cudaMemcpyHostToDevice, stream));
-        SY_CUDA_OK(
+        SY_CUDA_CHECK(cudaMemcpyAsync(x.data(), pinned_x, it.x.size() * 2, cudaMemcpyHostToDevice, stream));
+        SY_CUDA_CHECK(
             cudaMemcpyAsync(idx.data(), pinned_idx, it.idx.size() * 8, cudaMemcpyHostToDevice, stream));
     }
     DispatchArgs dispatch_args(int device, int experts) const {
@@ -163,15 +163,15 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
                     Iteration it = make_iteration(env.rank, rc.ranks, 0);
                     inputs.load(it, env.stream);
                     round_trip(buffer, inputs, env.device, experts, env.stream);
-                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
                     buffer.check_errors();
 
                     cudaGraph_t graph = nullptr;
-                    SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+                    SY_CUDA_CHECK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
                     auto captured = round_trip(buffer, inputs, env.device, experts, env.stream);
-                    SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
+                    SY_CUDA_CHECK(cudaStreamEndCapture(env.stream, &graph));
                     cudaGraphExec_t exec = nullptr;
-                    SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph,
+                    SY_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph,
                                                              cudaGraphInstantiateFlagAutoFreeOnLaunch));
                     // Instantiation may synchronize the device: no rank replays before all are done.
                     env.communicator->barrier(std::chrono::seconds(30));
@@ -179,14 +179,14 @@ SY_TEST(HighThroughputGraph, CaptureAndReplay) {
                     for (int replay = 1; replay <= 20; ++replay) {
                         it = make_iteration(env.rank, rc.ranks, replay);
                         inputs.load(it, env.stream);
-                        SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                        SY_CUDA_CHECK(cudaGraphLaunch(exec, env.stream));
                         inputs.copy_out(out, env.stream);
                         buffer.check_errors();
                         check_round_trip(it, out, "graph replay", replay);
                     }
                     env.communicator->barrier(std::chrono::seconds(30));
-                    SY_CUDA_OK(cudaGraphExecDestroy(exec));
-                    SY_CUDA_OK(cudaGraphDestroy(graph));
+                    SY_CUDA_CHECK(cudaGraphExecDestroy(exec));
+                    SY_CUDA_CHECK(cudaGraphDestroy(graph));
                     if (env.rank == 0)
                         std::printf("  %s%s: 20 graph replays with new routing, all exact\n",
                                     rc.name().c_str(), caller_stream ? " (ops on the caller's stream)" : "");
@@ -265,10 +265,10 @@ SY_TEST(HighThroughputDeterminism, TwoRunsBitIdentical) {
         for (int run = 0; run < 2; ++run) {
             inputs.load(it, env.stream);
             DispatchResult dispatched = buffer.dispatch(contiguous_args(), env.stream);
-            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+            SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
             const TensorView& x = dispatched.recv_x.view();
             std::vector<uint8_t> bytes(size_t(x.numel()) * 2);
-            SY_CUDA_OK(cudaMemcpy(bytes.data(), x.ptr(), bytes.size(), cudaMemcpyDeviceToHost));
+            SY_CUDA_CHECK(cudaMemcpy(bytes.data(), x.ptr(), bytes.size(), cudaMemcpyDeviceToHost));
             runs[run] = bytes;
             buffer.check_errors();
             env.communicator->barrier(std::chrono::seconds(30));

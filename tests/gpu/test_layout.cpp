@@ -90,7 +90,7 @@ void run_case(Buffer& buffer, cudaStream_t stream, const std::vector<int64_t>& i
     out.token_expert_pos = TensorView::contiguous(position.data(), DType::kInt32, {tokens, topk}, device);
     buffer.get_dispatch_layout(TensorView::contiguous(d_idx.data(), index_type, {tokens, topk}, device),
                                experts, out, stream);
-    SY_CUDA_OK(cudaStreamSynchronize(stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
     buffer.check_errors();
     const ExpectedLayout e = expected_layout(idx, tokens, topk, experts, ranks);
     SY_CHECK(per_rank.download() == e.per_rank);

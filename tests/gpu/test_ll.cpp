@@ -50,7 +50,7 @@ struct TwoRankSetup {
         : buffer(env.communicator, env.device, ll_config(c)),
           inputs(c, 2, env.device),
           scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden) {
-        SY_CUDA_OK(cudaDeviceSynchronize());
+        SY_CUDA_CHECK(cudaDeviceSynchronize());
         env.communicator->barrier(std::chrono::seconds(60));
     }
 };
@@ -63,8 +63,8 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
     inputs.load(sc, env.rank, env.stream);
     DeviceArray<int32_t>& expert_stats = scratch.expert_stats;
     DeviceArray<int64_t>& wait_stats = scratch.wait_stats;
-    SY_CUDA_OK(cudaMemsetAsync(expert_stats.data(), 0, sizeof(int32_t) * L, env.stream));
-    SY_CUDA_OK(cudaMemsetAsync(wait_stats.data(), 0, sizeof(int64_t) * R, env.stream));
+    SY_CUDA_CHECK(cudaMemsetAsync(expert_stats.data(), 0, sizeof(int32_t) * L, env.stream));
+    SY_CUDA_CHECK(cudaMemsetAsync(wait_stats.data(), 0, sizeof(int64_t) * R, env.stream));
 
     LowLatencyDispatchArgs dispatch =
         options.hierarchical ? inputs.hierarchical_dispatch_args() : inputs.dispatch_args();
@@ -88,7 +88,7 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
         SY_CHECK(received.valid());
         if (options.async) received.wait(env.stream);
     }
-    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
     check_dispatch(sc, env.rank, dispatched, env.stream, what + " dispatch");
     if (options.stats) {
@@ -108,7 +108,7 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
                                              Device::cuda(env.device));
     if (options.zero_copy) {
         const TensorView area = buffer.ll_combine_input(*dispatched.handle);
-        SY_CUDA_OK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2, cudaMemcpyDeviceToDevice,
+        SY_CUDA_CHECK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2, cudaMemcpyDeviceToDevice,
                                    env.stream));
         combine.y = TensorView();
         combine.zero_copy = true;
@@ -120,7 +120,7 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
         const OpEvent received = combined.receive();
         if (options.async) received.wait(env.stream);
     }
-    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
     if (options.caller_out) SY_CHECK(combined.out.view().ptr() == out.data());
     check_combine(sc, env.rank, combined.out, env.stream, what + " combine", options.hierarchical);
@@ -216,7 +216,7 @@ void run_cases(const std::vector<Case>& cases, const std::function<Options(size_
             // op: with co-located ranks a load while a peer's kernel waits stalls (DESIGN.md §4,
             // rule 7).
             for (const RankInputs& inputs : all_inputs) buffer.ll_load_kernels(inputs.dispatch_args());
-            SY_CUDA_OK(cudaDeviceSynchronize());
+            SY_CUDA_CHECK(cudaDeviceSynchronize());
             env.communicator->barrier(std::chrono::seconds(60));
             for (size_t i = 0; i < cases.size(); ++i) {
                 const Options options = options_of(i);
@@ -313,7 +313,7 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
                 auto rb = buffer.ll_dispatch(db, env.stream);
                 ra.receive();
                 rb.receive();
-                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
                 buffer.check_errors();
                 check_dispatch(sa, env.rank, ra, env.stream, "op A");
                 check_dispatch(sb, env.rank, rb, env.stream, "op B");
@@ -324,7 +324,7 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
                 auto ob = buffer.ll_combine(cb_args, rb.handle, env.stream);
                 oa.receive();
                 ob.receive();
-                SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
                 buffer.check_errors();
                 check_combine(sa, env.rank, oa.out, env.stream, "combine A");
                 check_combine(sb, env.rank, ob.out, env.stream, "combine B (hierarchical)", true);
@@ -373,11 +373,11 @@ SY_TEST(LowLatency, InvalidExpertIdOnOneRank) {
         inputs.load(sc, env.rank, env.stream);
         if (env.rank == 1) {
             static const int64_t kBad = 99;  // E = 16: token 2, slot 1
-            SY_CUDA_OK(cudaMemcpyAsync(inputs.idx64.data() + 2 * c.topk + 1, &kBad, sizeof(kBad),
+            SY_CUDA_CHECK(cudaMemcpyAsync(inputs.idx64.data() + 2 * c.topk + 1, &kBad, sizeof(kBad),
                                        cudaMemcpyHostToDevice, env.stream));
         }
         LowLatencyDispatchResult dispatched = buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));  // the op (on the comm stream) is done too
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));  // the op (on the comm stream) is done too
         if (env.rank == 1) {
             SY_CHECK_THROWS_WITH(buffer.check_errors(), InvalidArgument,
                                  "topk_idx[2][1] = 99 is outside [-1, 16)");
@@ -433,7 +433,7 @@ SY_TEST(LowLatency, RejectsBadArguments) {
         SY_CHECK_THROWS_WITH(buffer.ll_combine(both, weighted.handle, env.stream), InvalidArgument,
                              "leave the combine's topk_weights empty");
         flat = buffer.ll_combine(inputs.combine_args(1), weighted.handle, env.stream);
-        SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
         buffer.check_errors();
     });
 }

@@ -41,7 +41,7 @@ Round issue_round(Buffer& buffer, RankEnv& env, const RankInputs& inputs, bool h
 
 void check_round(Buffer& buffer, RankEnv& env, const Scenario& sc, const Round& round,
                  const std::string& what) {
-    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
     buffer.check_errors();
     check_dispatch(sc, env.rank, round.dispatched, env.stream, what);
     check_combine(sc, env.rank, round.combined.out, env.stream,
@@ -90,23 +90,23 @@ void check_graph_replay(Case c, bool hierarchical = false) {
 
                     cudaGraph_t graph = nullptr;
                     cudaGraphExec_t exec = nullptr;
-                    SY_CUDA_OK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+                    SY_CUDA_CHECK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
                     Round captured = issue_round(buffer, env, inputs, hook, hierarchical);
-                    SY_CUDA_OK(cudaStreamEndCapture(env.stream, &graph));
-                    SY_CUDA_OK(cudaGraphInstantiateWithFlags(&exec, graph,
+                    SY_CUDA_CHECK(cudaStreamEndCapture(env.stream, &graph));
+                    SY_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec, graph,
                                                              cudaGraphInstantiateFlagAutoFreeOnLaunch));
                     env.communicator->barrier(std::chrono::seconds(60));
                     for (int i = 1; i < 5; ++i) {
                         inputs.load(scenarios[i], env.rank, env.stream);
                         poison_dispatch_outputs(captured.dispatched, env.stream);
-                        SY_CUDA_OK(cudaGraphLaunch(exec, env.stream));
+                        SY_CUDA_CHECK(cudaGraphLaunch(exec, env.stream));
                         check_round(buffer, env, scenarios[i], captured,
                                     mode + " replay " + std::to_string(i));
                     }
-                    SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+                    SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
                     env.communicator->barrier(std::chrono::seconds(60));
-                    SY_CUDA_OK(cudaGraphExecDestroy(exec));
-                    SY_CUDA_OK(cudaGraphDestroy(graph));
+                    SY_CUDA_CHECK(cudaGraphExecDestroy(exec));
+                    SY_CUDA_CHECK(cudaGraphDestroy(graph));
                     env.communicator->barrier(std::chrono::seconds(60));
                 }
             });
@@ -224,7 +224,7 @@ SY_TEST(LowLatency, TimeoutWithoutMaskingIsAnError) {
         load_kernels(buffer, inputs, {c});
         if (env.rank == 0) {
             buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
-            SY_CUDA_OK(cudaStreamSynchronize(env.stream));
+            SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
             bool thrown = false;
             try {
                 buffer.check_errors();

@@ -29,9 +29,9 @@ int run_child(int rank, int num_ranks, int num_gpus, const std::string& key) {
     try {
         auto communicator = make_local_process_communicator(key, rank, num_ranks, std::chrono::seconds(60));
         const int device = rank * num_gpus / num_ranks;
-        SY_CUDA_OK(cudaSetDevice(device));
+        SY_CUDA_CHECK(cudaSetDevice(device));
         cudaStream_t stream = nullptr;
-        SY_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         BufferConfig config;
         config.max_tokens_per_rank = 16;
         config.max_hidden = 128;
@@ -56,9 +56,9 @@ int run_child(int rank, int num_ranks, int num_gpus, const std::string& key) {
             launch.stream = stream;
             jit::launch(store, launch, &args, sizeof(args));
             buffer.barrier(stream);
-            SY_CUDA_OK(cudaMemcpyAsync(slots.data(), buffer.local_memory() + buffer.data_offset(),
-                                       8 * num_ranks, cudaMemcpyDeviceToHost, stream));
-            SY_CUDA_OK(cudaStreamSynchronize(stream));
+            SY_CUDA_CHECK(cudaMemcpyAsync(slots.data(), buffer.local_memory() + buffer.data_offset(),
+                                          8 * num_ranks, cudaMemcpyDeviceToHost, stream));
+            SY_CUDA_CHECK(cudaStreamSynchronize(stream));
             for (int peer = 0; peer < num_ranks; ++peer)
                 if (slots[peer] != round * 100 + peer)
                     throw std::runtime_error("round " + std::to_string(round) + ": slot of rank " +
