@@ -149,6 +149,10 @@ void measure_ht(const BenchOptions& options, int R, int G, const Baselines& base
                 CombineArgs combine;
                 combine.y = TensorView::contiguous(state.y.get(), DType::kBFloat16, {int64_t(R) * T, H}, dev);
                 combine.num_sms = sms;
+                // This shape's kernels, loaded before any op (required with co-located ranks: a
+                // module load waits for a peer's kernel that may be waiting for this rank).
+                state.buffer->ht_load_kernels(args);
+                rank.host_barrier();
                 for (int iter = 0; iter < warmup + iters; ++iter) {
                     // Dispatch
                     state.flusher->flush(stream);
