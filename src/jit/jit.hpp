@@ -34,8 +34,16 @@ struct KernelSource {
     std::string kernel;  // name of the instantiation, e.g. "switchyard::device::scale_kernel<128, 4>"
 };
 
+// Which compiler turns a KernelSource into a cubin.
+enum class Compiler {
+    kNvrtc,     // in process (every kernel family but the GIN ones)
+    kNvccNccl,  // nvcc in a subprocess against the NCCL headers the library was built with, with
+                // SY_NET_WITH_NCCL defined: kernels on the NetGin backend (nvcc_program.hpp)
+};
+
 struct CompileOptions {
     std::string arch;                  // "sm_90a", "sm_100a", ...; see arch_for_device()
+    Compiler compiler = Compiler::kNvrtc;
     bool line_info = false;            // -lineinfo (also forced on by SWITCHYARD_JIT_LINE_INFO=1)
     std::vector<std::string> defines;  // "NAME" or "NAME=VALUE", passed as -D
 };
