@@ -74,7 +74,8 @@ struct BufferConfig {
     double network_bandwidth_gbps = 46.0;
     double network_latency_us = 3.0;
     // Emulated network, for tests: NetworkAdversary bits, and a rank whose network deliveries are
-    // withheld (its puts and signals never land; its own counters and flushes still complete), or -1.
+    // withheld until the buffer's first reset() (a failed NIC the reset brings back: its puts and
+    // signals never land, its own counters and flushes still complete), or -1.
     uint32_t network_adversarial = 0;
     int32_t network_withhold_rank = -1;
 };

@@ -31,8 +31,11 @@
 //   5. Data written by the kernel before a put (its source) must be written by the issuing thread,
 //      or by threads that synchronized with it (__syncthreads(), __syncwarp()) before the put.
 //   6. Signals are single-writer: each signal id of a receiving rank is raised by one source rank
-//      only (callers lay signal ids out per source node). Signals and counters are monotone: they
-//      only grow, are never reset during an op, and start at zero when the buffer is created or
+//      only (callers lay signal ids out per source node). Each signal and counter id belongs to
+//      one context: it is raised, read and waited for through ports on that context only (GIN
+//      keeps signals and counters per context; the emulated network refuses an id raised on two
+//      contexts). Signals and counters are monotone: they only grow (counters wrap at 2^56 on
+//      GIN), are never reset during an op, and start at zero when the buffer is created or
 //      reset(); ops wait for sequence-relative targets (the zero-or-monotone workspace rule).
 //   7. Every wait is bounded (common/diagnostics.cuh): on timeout the error record names phase, the
 //      peer rank and node, and "network" as the transport; the function returns false and the

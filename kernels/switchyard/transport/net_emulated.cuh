@@ -94,25 +94,25 @@ SY_DEVICE bool NetPort<NetEmulated>::flush() const {
 
 template <>
 SY_DEVICE uint64_t NetPort<NetEmulated>::read_signal(uint32_t id) const {
-    return ptx::ld_acquire_sys(context_.state + EmulatedNetState::kSignals + id);
+    return ptx::ld_acquire_sys(context_.state + net_signal_word(index_, id));
 }
 
 template <>
 SY_DEVICE uint64_t NetPort<NetEmulated>::read_counter(uint32_t id) const {
-    return ptx::ld_acquire_sys(context_.state + EmulatedNetState::kCounters + id);
+    return ptx::ld_acquire_sys(context_.state + net_counter_word(index_, id));
 }
 
 template <>
 SY_DEVICE bool NetPort<NetEmulated>::wait_signal(uint32_t id, uint64_t target, int32_t peer_node,
                                                  int32_t phase) const {
     const int32_t peer_rank = peer_node >= 0 && peer_node < context_.num_nodes ? rail_peer(peer_node) : -1;
-    return wait_at_least(context_.state + EmulatedNetState::kSignals + id, target, diagnostics_, phase, peer_rank,
+    return wait_at_least(context_.state + net_signal_word(index_, id), target, diagnostics_, phase, peer_rank,
                          NetTimeoutDetails{peer_node, int64_t(id), index_, kNetWaitSignal});
 }
 
 template <>
 SY_DEVICE bool NetPort<NetEmulated>::wait_counter(uint32_t id, uint64_t target, int32_t phase) const {
-    return wait_at_least(context_.state + EmulatedNetState::kCounters + id, target, diagnostics_, phase, -1,
+    return wait_at_least(context_.state + net_counter_word(index_, id), target, diagnostics_, phase, -1,
                          NetTimeoutDetails{-1, int64_t(id), index_, kNetWaitCounter});
 }
 

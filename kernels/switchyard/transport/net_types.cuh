@@ -12,8 +12,9 @@ namespace switchyard::device {
 // Contexts per rank (NCCL 2.28 caps GIN at 4). Requests on one context to one peer are ordered by
 // the signals among them; nothing orders different contexts.
 constexpr int32_t kNetMaxContexts = 4;
-// Signals per receiving rank and local counters per rank, ids [0, count). The library's kernels
-// lay signal ids out per source node (each id is raised by one source rank only).
+// Signals per receiving rank and local counters per rank, ids [0, count), each belonging to one
+// context (net.cuh, contract 6). The library's kernels lay signal ids out per source node (each id
+// is raised by one source rank only).
 constexpr int32_t kNetNumSignals = 4096;
 constexpr int32_t kNetNumCounters = 1024;
 // "No signal" / "no counter" in a request.
@@ -75,9 +76,10 @@ static_assert(sizeof(NetDescriptor) == 64, "a ring slot is 64 bytes");
 // host for their engines, never into kernels): the signals peers raise here, then the local
 // counters, the flush reports and the ring bookkeeping. Offsets in 64-bit words.
 struct EmulatedNetState {
+    // Signals and counters per context, as GIN keeps them: [context][id].
     static constexpr int64_t kSignals = 0;
-    static constexpr int64_t kCounters = kSignals + kNetNumSignals;
-    static constexpr int64_t kFlushDone = kCounters + kNetNumCounters;      // [context] (engine)
+    static constexpr int64_t kCounters = kSignals + int64_t(kNetMaxContexts) * kNetNumSignals;
+    static constexpr int64_t kFlushDone = kCounters + int64_t(kNetMaxContexts) * kNetNumCounters;  // [context]
     static constexpr int64_t kRingHeads = kFlushDone + kNetMaxContexts;     // [context] claims (kernels)
     static constexpr int64_t kRingFreeHint = kRingHeads + kNetMaxContexts;  // [context] (kernels)
     static constexpr int64_t kWords = kRingFreeHint + kNetMaxContexts;
@@ -153,6 +155,12 @@ enum NetRequestProblem : int32_t {
     kNetBadPeerNode = 5,     // node outside [0, num_nodes)
     kNetBadContext = 6,      // context outside [0, num_contexts)
 };
+SY_HOST_DEVICE constexpr int64_t net_signal_word(int32_t context, uint32_t id) {
+    return EmulatedNetState::kSignals + int64_t(context) * kNetNumSignals + id;
+}
+SY_HOST_DEVICE constexpr int64_t net_counter_word(int32_t context, uint32_t id) {
+    return EmulatedNetState::kCounters + int64_t(context) * kNetNumCounters + id;
+}
 constexpr int64_t kNetTransportMarker = 0x4e4554574f524bll;  // "NETWORK"
 
 }  // namespace switchyard::device
