@@ -71,12 +71,16 @@ struct Buffer::Impl {
     // when a failed op may have left requests the network can never complete).
     void drain_with_network() const {
         drain();
-        if (network && !errors->has_error() && !network->drain(timeout()))
-            throw TimeoutError("switchyard: rank " + std::to_string(communicator->rank()) + ": the " +
-                                   net::network_kind_name(network->kind()) +
-                                   " network did not deliver the finished ops' requests within " +
-                                   std::to_string(config.timeout_seconds) + " s",
-                               communicator->rank(), -1, "network");
+        if (!network || errors->has_error() || network->drain(timeout())) return;
+        const std::string failure = network->failure();
+        if (!failure.empty())
+            throw Error("switchyard: rank " + std::to_string(communicator->rank()) + ": the " +
+                        net::network_kind_name(network->kind()) + " network stopped: " + failure);
+        throw TimeoutError("switchyard: rank " + std::to_string(communicator->rank()) + ": the " +
+                               net::network_kind_name(network->kind()) +
+                               " network did not deliver the finished ops' requests within " +
+                               std::to_string(config.timeout_seconds) + " s",
+                           communicator->rank(), -1, "network");
     }
 
     launch::LaunchContext context(cudaStream_t caller) const {

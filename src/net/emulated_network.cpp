@@ -170,7 +170,7 @@ EmulatedNetwork::EmulatedNetwork(const Setup& setup) : Network(setup.layout, set
         consumed_host_ = consumed.host;
         consumed_device_ = consumed.device;
     }
-    next_position_.assign(size_t(num_contexts_), 0);
+    ring_ = std::make_unique<DescriptorRing>(rings_host_, consumed_host_, num_contexts_, kRingSlots);
 
     context_.rings = rings_device_;
     context_.ring_consumed = consumed_device_;
@@ -241,23 +241,11 @@ void EmulatedNetwork::shutdown() {
 int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
     took = false;
     for (int32_t context = 0; context < num_contexts_; ++context) {
-        uint64_t& next = next_position_[size_t(context)];
-        int taken = 0;
-        while (taken < kMaxTakenPerPass) {
-            device::NetDescriptor* slot = rings_host_ + size_t(context) * kRingSlots + (next & (kRingSlots - 1));
-            const uint64_t tag = std::atomic_ref<uint64_t>(slot->tag).load(std::memory_order_acquire);
-            if (tag != next + 1) break;
-            const device::NetDescriptor request = *slot;  // after the acquire: the fields are complete
-            const std::string problem = scheduler_->accept(context, next, request, now_ns);
+        const int taken = ring_->take(context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
+            const std::string problem = scheduler_->accept(context, position, request, now_ns);
             if (!problem.empty()) report_refused(context, request, problem);
-            ++next;
-            ++taken;
-        }
-        if (taken > 0) {
-            // The kernels may now reuse these slots.
-            std::atomic_ref<uint64_t>(consumed_host_[context]).store(next, std::memory_order_release);
-            took = true;
-        }
+        });
+        took = took || taken > 0;
     }
     return scheduler_->issue(now_ns);
 }
@@ -268,6 +256,7 @@ void EmulatedNetwork::run() {
         return;
     }
     int64_t last_activity = steady_ns();
+    bool had_work = false;
     while (!stop_.load(std::memory_order_acquire)) {
         if (pause_requested_.load(std::memory_order_acquire)) {
             paused_.store(true, std::memory_order_release);
@@ -292,12 +281,14 @@ void EmulatedNetwork::run() {
             }
         }
         const uint64_t number = pass_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
-        {
+        const bool pending = scheduler_->has_pending();
+        if (took || pending || had_work) {
+            // Accounting for stats(), refreshed while there is work (and once after it).
             std::lock_guard<std::mutex> lock(stats_mutex_);
             stats_snapshot_ = scheduler_->stats();
         }
+        had_work = took || pending;
         if (took) last_activity = now;
-        const bool pending = scheduler_->has_pending();
         if (!took && !pending && cudaStreamQuery(stream_) == cudaSuccess)
             quiet_pass_.store(number, std::memory_order_release);
         if (took) continue;
@@ -375,9 +366,7 @@ void EmulatedNetwork::stop_for_reset(std::chrono::milliseconds) {
 void EmulatedNetwork::clear_for_reset() {
     // Every rank's engine has stopped (the ranks passed a barrier since stop_for_reset) and no
     // kernel runs: rings, positions and state start over.
-    std::memset(static_cast<void*>(rings_host_), 0, size_t(num_contexts_) * kRingSlots * sizeof(device::NetDescriptor));
-    for (int32_t context = 0; context < device::kNetMaxContexts; ++context) consumed_host_[context] = 0;
-    std::fill(next_position_.begin(), next_position_.end(), 0);
+    ring_->clear();
     SY_CUDA_CHECK(cudaSetDevice(setup_.device));
     SY_CUDA_CHECK(cudaMemsetAsync(state_->local(), 0, static_cast<size_t>(EmulatedNetState::kBytes), stream_));
     SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -393,6 +382,11 @@ void EmulatedNetwork::clear_for_reset() {
 
 void EmulatedNetwork::resume_after_reset() {
     unpause();
+}
+
+std::string EmulatedNetwork::failure() const {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return failure_;
 }
 
 NetworkStats EmulatedNetwork::stats() const {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "comm/symmetric_memory.hpp"
+#include "net/descriptor_ring.hpp"
 #include "net/emulated_scheduler.hpp"
 #include "net/network.hpp"
 #include "switchyard/common/diagnostics.cuh"
@@ -59,6 +60,7 @@ class EmulatedNetwork final : public Network {
     void resume_after_reset() override;
     void shutdown() override;
     NetworkStats stats() const override;
+    std::string failure() const override;
 
     // Descriptors per context ring.
     static constexpr uint32_t kRingSlots = 8192;
@@ -83,7 +85,7 @@ class EmulatedNetwork final : public Network {
     uint64_t* consumed_host_ = nullptr;  // [contexts]: positions taken, mapped pinned memory
     uint64_t* consumed_device_ = nullptr;
     device::EmulatedNetContext context_{};
-    std::vector<uint64_t> next_position_;  // [contexts]
+    std::unique_ptr<DescriptorRing> ring_;
 
     cudaStream_t stream_ = nullptr;
     std::unique_ptr<CudaExecutor> executor_;

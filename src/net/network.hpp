@@ -57,6 +57,8 @@ class Network {
     virtual void shutdown() = 0;
 
     virtual NetworkStats stats() const = 0;
+    // Why the network stopped delivering on this rank (empty while it works).
+    virtual std::string failure() const { return {}; }
 
     // Buffer::check_network's state (network_check.cpp): device words for the kernel's results
     // (and their pinned host mirror), and the values its signals and counters reached so far

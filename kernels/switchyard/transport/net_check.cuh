@@ -114,6 +114,14 @@ SY_DEVICE uint64_t pattern(uint32_t seed, int32_t source_rank, int32_t destinati
            0xffffffffffffull;
 }
 
+// Runs `f` on lane 0 (requests and waits are one thread's) and gives every lane its outcome.
+template <typename F>
+SY_DEVICE bool on_lane0(F f) {
+    int32_t value = 0;
+    if (ptx::lane_id() == 0) value = f() ? 1 : 0;
+    return __shfl_sync(0xffffffffu, value, 0) != 0;
+}
+
 template <class Backend>
 SY_DEVICE void record_bad(const NetCheckArgs<Backend>& args, int32_t source_node, int32_t put) {
     atomicAdd(reinterpret_cast<unsigned long long*>(args.results + kNetResultErrors), 1ull);
@@ -193,17 +201,13 @@ SY_DEVICE void stream_receive(const NetCheckArgs<Backend>& args, const NetPort<B
     const int32_t per_round = args.puts_per_round;
     const int32_t per_signal = args.puts_per_signal > 0 ? args.puts_per_signal : per_round;
     const int32_t groups = net_check_groups(per_round, args.puts_per_signal);
-    __shared__ int32_t ok;
     for (int32_t node = 0; node < nodes; ++node) {
         if (node == me) continue;
         // Round 0, group by group: a signal promises its group and the earlier groups on its context.
         for (int32_t group = 0; group < groups && args.check_every_signal; ++group) {
             const int32_t context = group % args.num_contexts;
-            if (ptx::lane_id() == 0)
-                ok = ports[context].wait_signal(net_check_signal(node, context),
-                                                args.signal_base[context] + uint64_t(group / args.num_contexts) + 1, node);
-            __syncwarp();
-            if (!ok) {
+            const uint64_t target = args.signal_base[context] + uint64_t(group / args.num_contexts) + 1;
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
                 if (ptx::lane_id() == 0) fail(args);
                 return;
             }
@@ -216,9 +220,7 @@ SY_DEVICE void stream_receive(const NetCheckArgs<Backend>& args, const NetPort<B
         for (int32_t context = 0; context < args.num_contexts && context < groups; ++context) {
             const uint64_t target = args.signal_base[context] +
                                     uint64_t(args.rounds) * net_check_groups_on(groups, args.num_contexts, context);
-            if (ptx::lane_id() == 0) ok = ports[context].wait_signal(net_check_signal(node, context), target, node);
-            __syncwarp();
-            if (!ok) {
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
                 if (ptx::lane_id() == 0) fail(args);
                 return;
             }
@@ -235,7 +237,6 @@ SY_DEVICE void stream_receive(const NetCheckArgs<Backend>& args, const NetPort<B
 template <class Backend>
 SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
     const int32_t me = args.net.node, nodes = args.net.num_nodes;
-    __shared__ int32_t ok;
     if (ptx::lane_id() == 0) args.results[kNetResultSendStart] = int64_t(ptx::globaltimer_ns());
     uint64_t sent = 0;
     for (int32_t round = 0; round < args.rounds; ++round) {
@@ -245,33 +246,28 @@ SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backe
             const uint64_t src = args.src_offset + uint64_t(node) * args.put_bytes;  // one slot per peer, reused
             const NetPort<Backend>& port = ports[context];
             // The previous round's put to this peer (on whichever context) must have read the source.
-            if (ptx::lane_id() == 0) {
-                ok = true;
-                if (round > 0) {
-                    const int32_t previous = (round - 1) % args.num_contexts;
-                    if (args.use_flush)
-                        ok = ports[previous].flush();
-                    else
-                        ok = ports[previous].wait_counter(
-                            net_check_counter(node, previous),
-                            args.counter_base[previous] + uint64_t((round - 1) / args.num_contexts) + 1);
-                }
-            }
-            __syncwarp();
-            if (!ok) {
+            const bool read = on_lane0([&] {
+                if (round == 0) return true;
+                const int32_t previous = (round - 1) % args.num_contexts;
+                if (args.use_flush) return ports[previous].flush();
+                return ports[previous].wait_counter(
+                    net_check_counter(node, previous),
+                    args.counter_base[previous] + uint64_t((round - 1) / args.num_contexts) + 1);
+            });
+            if (!read) {
                 if (ptx::lane_id() == 0) fail(args);
                 return;
             }
             fill_source(args, src, node, round, round);
-            __syncwarp();
-            if (ptx::lane_id() == 0) {
+            __syncwarp();  // the warp's source writes before lane 0's put (its release covers them)
+            const bool sent_ok = on_lane0([&] {
                 const uint64_t dst = args.dst_offset + (uint64_t(me) * args.rounds + round) * args.put_bytes;
-                const NetCounter counter = args.use_flush ? NetCounter{} : net_counter_inc(net_check_counter(node, context));
-                if (!port.put(node, dst, src, args.put_bytes, NetSignal{}, counter)) ok = false;
-                sent += args.put_bytes;
-            }
-            __syncwarp();
-            if (!ok) {
+                const NetCounter counter =
+                    args.use_flush ? NetCounter{} : net_counter_inc(net_check_counter(node, context));
+                return port.put(node, dst, src, args.put_bytes, NetSignal{}, counter);
+            });
+            sent += args.put_bytes;
+            if (!sent_ok) {
                 if (ptx::lane_id() == 0) fail(args);
                 return;
             }
@@ -290,14 +286,11 @@ SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backe
 template <class Backend>
 SY_DEVICE void reuse_receive(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
     const int32_t me = args.net.node, nodes = args.net.num_nodes;
-    __shared__ int32_t ok;
     for (int32_t node = 0; node < nodes; ++node) {
         if (node == me) continue;
         for (int32_t context = 0; context < args.num_contexts && context < args.rounds; ++context) {
-            if (ptx::lane_id() == 0)
-                ok = ports[context].wait_signal(net_check_signal(node, context), args.signal_base[context] + 1, node);
-            __syncwarp();
-            if (!ok) {
+            const uint64_t target = args.signal_base[context] + 1;
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
                 if (ptx::lane_id() == 0) fail(args);
                 return;
             }
