@@ -255,6 +255,10 @@ void EmulatedNetwork::run() {
         failed_ = true;
         return;
     }
+    // A capture in global mode on another thread (a framework capturing its step) must not make
+    // this thread's stream queries and copies on its own, uncaptured stream illegal.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
     int64_t last_activity = steady_ns();
     bool had_work = false;
     while (!stop_.load(std::memory_order_acquire)) {

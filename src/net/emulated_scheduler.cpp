@@ -33,7 +33,6 @@ Scheduler::Scheduler(const SchedulerConfig& config, Executor& executor)
     stats_.bytes_delivered.assign(size_t(num_ranks), 0);
     stats_.puts.assign(size_t(num_ranks), 0);
     stats_.signals.assign(size_t(num_ranks), 0);
-    tokens_ = double(config_.chunk_bytes);
 }
 
 std::string Scheduler::accept(int32_t context_index, uint64_t position, const device::NetDescriptor& d,
@@ -106,19 +105,16 @@ std::string Scheduler::accept(int32_t context_index, uint64_t position, const de
     return {};
 }
 
-bool Scheduler::take_tokens(uint64_t bytes, int64_t now_ns, int64_t& next_due) {
+bool Scheduler::wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_t& next_due) {
     if (config_.bytes_per_ns <= 0) return true;
-    const double depth = double(config_.chunk_bytes);
-    if (now_ns > tokens_at_ns_) {
-        tokens_ = std::min(depth, tokens_ + double(now_ns - tokens_at_ns_) * config_.bytes_per_ns);
-        tokens_at_ns_ = now_ns;
+    if (batch.next_chunk_wire_end < 0) {
+        // The wire takes this chunk after the ones reserved before it (or now, if it is idle).
+        wire_free_ns_ = std::max(wire_free_ns_, double(now_ns)) + double(bytes) / config_.bytes_per_ns;
+        batch.next_chunk_wire_end = wire_free_ns_;
     }
-    if (tokens_ >= double(bytes)) {
-        tokens_ -= double(bytes);
-        return true;
-    }
-    const int64_t wait = int64_t(std::ceil((double(bytes) - tokens_) / config_.bytes_per_ns));
-    next_due = std::min(next_due, now_ns + std::max<int64_t>(wait, 1));
+    if (batch.next_chunk_wire_end <= double(now_ns + config_.issue_horizon_ns)) return true;
+    // Wake when its slot ends: the chunks whose slots end within the horizon after it go along.
+    next_due = std::min(next_due, int64_t(std::ceil(batch.next_chunk_wire_end)));
     return false;
 }
 
@@ -210,8 +206,9 @@ bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_
     const size_t first = batch.next_chunk;
     while (batch.next_chunk < batch.chunks.size()) {
         const uint64_t bytes = batch.chunks[batch.next_chunk].bytes;
-        if (!config_.withhold && !take_tokens(bytes, now_ns, next_due)) break;
+        if (!config_.withhold && !wire_allows(batch, bytes, now_ns, next_due)) break;
         ++batch.next_chunk;
+        batch.next_chunk_wire_end = -1;
     }
     if (batch.next_chunk > first) {
         uint64_t bytes = 0;
@@ -324,8 +321,7 @@ void Scheduler::clear() {
     std::fill(counter_values_.begin(), counter_values_.end(), 0);
     std::fill(counter_context_.begin(), counter_context_.end(), -1);
     std::fill(flush_reported_.begin(), flush_reported_.end(), 0);
-    tokens_ = double(config_.chunk_bytes);
-    tokens_at_ns_ = 0;
+    wire_free_ns_ = 0;
 }
 
 }  // namespace switchyard::net

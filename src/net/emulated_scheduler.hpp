@@ -14,8 +14,12 @@
 //   - Inside a batch, puts are unordered: they are sorted by source offset and coalesced where
 //     source and destination are both contiguous (HT kernels put thousands of small records; a
 //     copy per record would be far too slow), then split into chunks for pacing.
-//   - Pacing: a token bucket at the rank's bandwidth cap (depth: one chunk) meters every chunk,
-//     and no request is issued before its latency has passed since the engine saw it.
+//   - Pacing: a wire clock at the rank's bandwidth cap. Each chunk takes the wire after the chunk
+//     before it for bytes / cap and is issued when that slot ends (a store-and-forward NIC: bytes
+//     delivered by time t never exceed cap x t), and no request is issued before its latency has
+//     passed since the engine saw it. When a chunk's slot ends, the chunks whose slots end within a
+//     short horizon after it go in the same executor call, so small uncoalesced puts do not cost a
+//     call each (they land at most that horizon early).
 //   - A flush of a context is reported once every earlier request of the context was issued.
 //   - Adversarial modes (NetworkAdversary): reorder puts inside a batch (shuffled, not
 //     coalesced); hold puts until a later signal of their lane, a flush of their context, or an
@@ -68,7 +72,8 @@ struct SchedulerConfig {
     uint64_t seed = 1;
     int64_t hold_idle_ns = 200'000;              // late source reads: held puts go after this much quiet
     int64_t max_context_stall_ns = 50'000;       // contexts out of order: longest stall between batches
-    uint64_t chunk_bytes = uint64_t(256) << 10;  // the unit of pacing (and the token bucket's depth)
+    uint64_t chunk_bytes = uint64_t(1) << 20;  // the largest copy (22 us of wire at 46 GB/s)
+    int64_t issue_horizon_ns = 4000;           // chunks whose wire slot ends this soon go now
 };
 
 // Byte accounting of one rank, cumulative.
@@ -121,6 +126,7 @@ class Scheduler {
     struct Batch {
         std::vector<Executor::Copy> chunks;
         size_t next_chunk = 0;
+        double next_chunk_wire_end = -1;  // the head chunk's reserved wire slot end (ns), -1: none
         std::vector<std::pair<uint32_t, uint64_t>> counter_adds;  // (id, increments)
         bool has_signal = false;
         uint32_t signal_id = 0;
@@ -149,8 +155,8 @@ class Scheduler {
     void complete_flushes(int32_t context_index);
     uint64_t first_unissued(const ContextState& context) const;
 
-    // Token bucket.
-    bool take_tokens(uint64_t bytes, int64_t now_ns, int64_t& next_due);
+    // Reserves the head chunk's wire slot if it has none; whether it may be issued at `now_ns`.
+    bool wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_t& next_due);
 
     SchedulerConfig config_;
     Executor& executor_;
@@ -160,8 +166,7 @@ class Scheduler {
     std::vector<uint64_t> counter_values_;   // [kNetNumCounters]
     std::vector<int32_t> counter_context_;   // [kNetNumCounters]
     std::vector<uint64_t> flush_reported_;  // [context]
-    double tokens_ = 0;
-    int64_t tokens_at_ns_ = 0;
+    double wire_free_ns_ = 0;  // when the wire has carried every chunk reserved so far
     int64_t last_request_ns_ = 0;
     uint64_t rotation_ = 0;
     std::mt19937_64 random_;
