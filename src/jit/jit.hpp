@@ -120,12 +120,16 @@ const Kernel& get_kernel(const KernelSource& source, int device, const CompileOp
 // not depend on the call (a launcher keeps one of these as a function-local static).
 class CachedKernel {
   public:
-    explicit CachedKernel(KernelSource source) : source_(std::move(source)) {}
+    // `options`: e.g. Compiler::kNvccNccl for a kernel on the GIN backend (the arch still comes from
+    // the device when empty).
+    explicit CachedKernel(KernelSource source, CompileOptions options = {})
+        : source_(std::move(source)), options_(std::move(options)) {}
     const KernelSource& source() const { return source_; }
+    const CompileOptions& options() const { return options_; }
     const Kernel& get(int device) const {
         if (device >= 0 && device < kMaxDevices)
             if (const Kernel* kernel = loaded_[device].load(std::memory_order_acquire)) return *kernel;
-        const Kernel& kernel = get_kernel(source_, device);
+        const Kernel& kernel = get_kernel(source_, device, options_);
         if (device >= 0 && device < kMaxDevices) loaded_[device].store(&kernel, std::memory_order_release);
         return kernel;
     }
@@ -133,6 +137,7 @@ class CachedKernel {
   private:
     static constexpr int kMaxDevices = 64;
     KernelSource source_;
+    CompileOptions options_;
     mutable std::array<std::atomic<const Kernel*>, kMaxDevices> loaded_{};
 };
 

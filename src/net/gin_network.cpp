@@ -205,6 +205,8 @@ std::unique_ptr<comm::SymmetricMemory> allocate_gin_window(GinResources& gin, Co
     registered.rank = topology.rank;
     registered.compiled_version = kCompiledVersion;
     registered.runtime_version = lib.version;
+    // Whole pages, as windows are registered (NCCL_WIN_REQUIRED_ALIGNMENT).
+    bytes = (bytes + NCCL_WIN_REQUIRED_ALIGNMENT - 1) / NCCL_WIN_REQUIRED_ALIGNMENT * NCCL_WIN_REQUIRED_ALIGNMENT;
     gin.bytes = bytes;
     nccl::Result result = lib.mem_alloc(&gin.memory, bytes);
     if (result != nccl::kSuccess) {
