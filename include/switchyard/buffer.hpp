@@ -20,6 +20,7 @@
 
 #include "switchyard/communicator.hpp"
 #include "switchyard/config.hpp"
+#include "switchyard/network.hpp"
 #include "switchyard/ops.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
@@ -111,10 +112,20 @@ class Buffer {
     // InvalidArgument for routing found invalid on the GPU). Does not wait for the GPU.
     void check_errors() const;
     // Waits for the communication stream (and, with launch_on_caller_stream, for the latest op on
-    // its caller's stream), then check_errors().
+    // its caller's stream) and, on a buffer spanning nodes, for the emulated network to deliver
+    // what those ops asked of it; then check_errors().
     void synchronize();
     // Collective: clears a recorded error and the control workspace so the buffer can be used again.
     void reset();
+
+    // The scale-out network's byte accounting on this rank (include/switchyard/network.hpp):
+    // backend "none" when the ranks are on one node. Call synchronize() first for settled counts.
+    NetworkStats network_stats() const;
+    // Collective: runs `check` (include/switchyard/network.hpp) between rail peers and returns this
+    // rank's result once its kernel has finished. Throws the error a wait recorded (TimeoutError
+    // naming the network phase and the peer node) and UnsupportedError on one node. Uses the
+    // buffer's data regions: call it between ops, not while a rank-major output is still in use.
+    NetworkCheckResult check_network(const NetworkCheck& check, cudaStream_t stream);
 
     // Raw access for tests and diagnostics: this rank's buffer, a peer's as mapped here (null if
     // not mapped), and where the data regions begin.

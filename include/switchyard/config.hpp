@@ -10,9 +10,25 @@
 
 namespace switchyard {
 
+// Which transport carries a buffer's traffic between nodes (BufferConfig::network_backend).
+enum class NetworkBackend : int32_t {
+    kAuto = 0,      // emulated nodes: the emulated network; nodes that are hosts: NCCL GIN
+    kEmulated = 1,  // the emulated network (every rank on one host)
+    kGin = 2,       // NCCL's GPU-initiated networking (needs a communicator wrapping an ncclComm_t)
+};
+
+// Adversarial modes of the emulated network (bits of BufferConfig::network_adversarial), for tests:
+// each one exercises a freedom the scale-out contract gives the transport.
+enum NetworkAdversary : uint32_t {
+    kNetworkReorderPuts = 1u << 0,         // puts without a signal between them land in shuffled order
+    kNetworkLateSourceReads = 1u << 1,     // sources are read as late as allowed (a later signal, a
+                                           // flush or an idle network forces them)
+    kNetworkContextsOutOfOrder = 1u << 2,  // contexts are served in reverse order, each with a delay
+};
+
 struct BufferConfig {
     uint32_t struct_size = sizeof(BufferConfig);
-    uint32_t version = 1;
+    uint32_t version = 2;
 
     // Capacities (maxima over all calls on this buffer).
     int32_t max_tokens_per_rank = 4096;  // T_max of high-throughput calls
@@ -48,7 +64,27 @@ struct BufferConfig {
     // (the caller's next work waits for the op either way). Buffer::synchronize() then waits for
     // the stream of the latest op as well.
     bool launch_on_caller_stream = false;
+
+    // --- Version 2: the scale-out network (buffers whose ranks span several nodes) ----------------
+    // Ignored when all ranks are on one node. See docs/architecture.md and transport/net.cuh.
+    NetworkBackend network_backend = NetworkBackend::kAuto;
+    // Emulated network only: the cap on each rank's outgoing network bytes (GB/s, 1e9 bytes per
+    // second; 0 = unlimited; default: a 400 Gb/s NIC) and the latency added between a request's
+    // appearance and its delivery (microseconds).
+    double network_bandwidth_gbps = 46.0;
+    double network_latency_us = 3.0;
+    // Emulated network, for tests: NetworkAdversary bits, and a rank whose network deliveries are
+    // withheld until the buffer's first reset() (a failed NIC the reset brings back: its puts and
+    // signals never land, its own counters and flushes still complete), or -1.
+    uint32_t network_adversarial = 0;
+    int32_t network_withhold_rank = -1;
 };
+
+// A copy of `config` with the fields an older caller's (smaller) struct lacks at their defaults,
+// per its struct_size.
+BufferConfig upgraded(const BufferConfig& config);
+
+const char* network_backend_name(NetworkBackend backend);
 
 // "max_tokens_per_rank=4096, max_hidden=7168, ..." for logs and error messages.
 std::string describe(const BufferConfig& config);

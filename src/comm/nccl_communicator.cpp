@@ -57,6 +57,7 @@ class NcclCommunicator final : public Communicator {
     int size() const override { return size_; }
     void all_gather(const void* send, size_t bytes, void* recv, std::chrono::milliseconds timeout) override;
     void barrier(std::chrono::milliseconds timeout) override;
+    nccl::Comm handle() const { return comm_; }
     std::string describe() const override {
         return "nccl rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (device " +
                std::to_string(device_) + ")";
@@ -182,6 +183,13 @@ void NcclCommunicator::barrier(std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+
+namespace nccl {
+Comm communicator_handle(const Communicator& communicator) {
+    const auto* wrapped = dynamic_cast<const NcclCommunicator*>(&communicator);
+    return wrapped ? wrapped->handle() : nullptr;
+}
+}  // namespace nccl
 
 std::shared_ptr<Communicator> wrap_nccl_communicator(void* nccl_comm, int device) {
     if (nccl_comm == nullptr)

@@ -74,6 +74,12 @@ void resolve(void* handle, const std::string& path, const char* symbol, Fn*& slo
 
 Library bind_symbols(void* handle, const std::string& path);
 
+template <typename Fn>
+void resolve_optional(void* handle, const char* symbol, Fn*& slot) {
+    dlerror();
+    slot = reinterpret_cast<Fn*>(dlsym(handle, symbol));
+}
+
 Library bind(void* handle, const std::string& path) {
     try {
         return bind_symbols(handle, path);
@@ -101,6 +107,13 @@ Library bind_symbols(void* handle, const std::string& path) {
     resolve(handle, path, "ncclRecv", lib.recv);
     resolve(handle, path, "ncclGroupStart", lib.group_start);
     resolve(handle, path, "ncclGroupEnd", lib.group_end);
+    resolve_optional(handle, "ncclMemAlloc", lib.mem_alloc);
+    resolve_optional(handle, "ncclMemFree", lib.mem_free);
+    resolve_optional(handle, "ncclCommWindowRegister", lib.comm_window_register);
+    resolve_optional(handle, "ncclCommWindowDeregister", lib.comm_window_deregister);
+    resolve_optional(handle, "ncclDevCommCreate", lib.dev_comm_create);
+    resolve_optional(handle, "ncclDevCommDestroy", lib.dev_comm_destroy);
+    resolve_optional(handle, "ncclGetLastError", lib.get_last_error);
     // ncclGetVersion needs no GPU; it also proves the library is usable at all.
     if (lib.get_version(&lib.version) != kSuccess) {
         throw UnsupportedError("switchyard: ncclGetVersion failed in " + path);
@@ -118,6 +131,14 @@ std::string Library::describe_error(Result result) const {
         if (text) out << " (" << text << ")";
     }
     return out.str();
+}
+
+std::string version_text(int code) {
+    if (code <= 0) return "none";
+    const int major = code >= 10000 ? code / 10000 : code / 1000;
+    const int minor = code >= 10000 ? (code % 10000) / 100 : (code % 1000) / 100;
+    const int patch = code % 100;
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
 std::vector<std::string> library_candidates() {

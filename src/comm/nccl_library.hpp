@@ -71,6 +71,17 @@ struct Library {
     Result (*group_start)() = nullptr;
     Result (*group_end)() = nullptr;
 
+    // The device API and windows (NCCL >= 2.27/2.28; null when this NCCL lacks them). Pointer
+    // arguments keep nccl.h's layouts (ncclDevCommRequirements, ncclDevComm, ncclWindow_t), which
+    // only the GIN set-up (src/net/gin_network.cpp) fills, against the headers it was built with.
+    Result (*mem_alloc)(void** pointer, size_t bytes) = nullptr;
+    Result (*mem_free)(void* pointer) = nullptr;
+    Result (*comm_window_register)(Comm comm, void* buffer, size_t bytes, void** window, int flags) = nullptr;
+    Result (*comm_window_deregister)(Comm comm, void* window) = nullptr;
+    Result (*dev_comm_create)(Comm comm, const void* requirements, void* dev_comm) = nullptr;
+    Result (*dev_comm_destroy)(Comm comm, const void* dev_comm) = nullptr;
+    const char* (*get_last_error)(Comm comm) = nullptr;
+
     // "NCCL error 2 (unhandled system error)" style text for messages.
     std::string describe_error(Result result) const;
 };
@@ -85,6 +96,19 @@ Library load_library();
 
 // The candidates load_library() tries after $SWITCHYARD_NCCL_LIBRARY, in order.
 std::vector<std::string> library_candidates();
+
+// "2.28.9" for NCCL_VERSION_CODE 22809 (and the pre-2.9 scheme, 2708 -> "2.7.8").
+std::string version_text(int code);
+
+}  // namespace switchyard::nccl
+
+namespace switchyard {
+class Communicator;
+namespace nccl {
+// The ncclComm_t under a communicator made by wrap_nccl_communicator, or null for any other kind
+// (nccl_communicator.cpp).
+Comm communicator_handle(const Communicator& communicator);
+}  // namespace nccl
 
 }  // namespace switchyard::nccl
 

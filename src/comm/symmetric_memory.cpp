@@ -70,7 +70,7 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
             peers_[peer] = local_;
         } else if (!topology.same_host(peer)) {
             // Another host: reached through the scale-out path. Emulated nodes on one host stay
-            // mapped, because their emulated scale-out transport runs over NVLink.
+            // mapped here, for the emulated network's engine (not in the kernels' table).
             peers_[peer] = nullptr;
         } else if (topology.same_process(peer)) {
             enable_peer_access(device, topology.placements[peer].device);
@@ -83,9 +83,27 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
             opened_by_ipc_[peer] = true;
         }
     }
+    publish_device_table(topology);
+}
+
+SymmetricMemory::SymmetricMemory(const Topology& topology, int device, uint8_t* local, size_t bytes,
+                                 std::vector<uint8_t*> peers)
+    : owns_local_(false), device_(device), bytes_(bytes), local_(local), peers_(std::move(peers)) {
+    SY_CUDA_CHECK(cudaSetDevice(device));
+    opened_by_ipc_.assign(peers_.size(), false);
+    peers_[topology.rank] = local_;
+    publish_device_table(topology);
+}
+
+void SymmetricMemory::publish_device_table(const Topology& topology) {
+    const int num_ranks = static_cast<int>(peers_.size());
+    // Kernels reach other nodes only through the scale-out transport, never through a pointer.
+    std::vector<uint8_t*> table(peers_);
+    for (int peer = 0; peer < num_ranks; ++peer)
+        if (!topology.same_node(peer)) table[peer] = nullptr;
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_peer_table_), sizeof(uint8_t*) * num_ranks));
     SY_CUDA_CHECK(
-        cudaMemcpy(device_peer_table_, peers_.data(), sizeof(uint8_t*) * num_ranks, cudaMemcpyHostToDevice));
+        cudaMemcpy(device_peer_table_, table.data(), sizeof(uint8_t*) * num_ranks, cudaMemcpyHostToDevice));
     // A pageable host-to-device cudaMemcpy may return before its DMA has landed, and it is ordered
     // only on the legacy stream, which our non-blocking streams do not wait for: without this, the
     // first kernel could read a half-written table (stale pointers into a freed buffer).
@@ -97,10 +115,10 @@ SymmetricMemory::SymmetricMemory(Communicator& communicator, const Topology& top
     SY_CUDA_CHECK(
         cudaMemcpy(check.data(), device_peer_table_, sizeof(uint8_t*) * num_ranks, cudaMemcpyDeviceToHost));
     for (int peer = 0; peer < num_ranks; ++peer) {
-        if (check[peer] != peers_[peer])
-            throw Error("switchyard: rank " + std::to_string(communicator.rank()) +
+        if (check[peer] != table[peer])
+            throw Error("switchyard: rank " + std::to_string(topology.rank) +
                         ": the device peer table holds a stale address for rank " + std::to_string(peer));
-        peer_table_digest_ ^= reinterpret_cast<uint64_t>(peers_[peer]);
+        peer_table_digest_ ^= reinterpret_cast<uint64_t>(table[peer]);
     }
 }
 
@@ -110,7 +128,7 @@ SymmetricMemory::~SymmetricMemory() {
     for (size_t peer = 0; peer < peers_.size(); ++peer)
         if (opened_by_ipc_[peer]) cudaIpcCloseMemHandle(peers_[peer]);
     if (device_peer_table_) cudaFree(device_peer_table_);
-    if (local_) cudaFree(local_);
+    if (local_ && owns_local_) cudaFree(local_);
 }
 
 }  // namespace switchyard::comm

@@ -101,6 +101,49 @@ Topology make_topology(int rank, std::vector<RankPlacement> placements, int emul
     return topology;
 }
 
+std::vector<int32_t> NodeLayout::rail_peers() const {
+    std::vector<int32_t> peers;
+    for (int32_t n = 0; n < num_nodes; ++n)
+        if (n != node) peers.push_back(rail_peer(n));
+    return peers;
+}
+
+NodeLayout node_layout(const Topology& topology) {
+    const int32_t num_ranks = topology.num_ranks, num_nodes = topology.num_nodes;
+    std::vector<int32_t> count(static_cast<size_t>(num_nodes), 0);
+    for (int32_t r = 0; r < num_ranks; ++r) {
+        const int32_t node = topology.node_of_rank[r];
+        if (node < 0 || node >= num_nodes)
+            throw InvalidArgument("switchyard: rank " + std::to_string(r) + " is on node " + std::to_string(node) +
+                                  " of " + std::to_string(num_nodes));
+        ++count[node];
+    }
+    for (int32_t n = 1; n < num_nodes; ++n)
+        if (count[n] != count[0])
+            throw InvalidArgument("switchyard: node " + std::to_string(n) + " has " + std::to_string(count[n]) +
+                                  " rank(s) but node 0 has " + std::to_string(count[0]) +
+                                  "; a buffer spanning nodes needs the same number of ranks on every node "
+                                  "(launch as many ranks on every host)");
+    const int32_t per_node = count.empty() ? num_ranks : count[0];
+    for (int32_t r = 0; r < num_ranks; ++r) {
+        if (topology.node_of_rank[r] == r / per_node) continue;
+        const int32_t node = topology.node_of_rank[r];
+        throw InvalidArgument("switchyard: rank " + std::to_string(r) + " is on node " + std::to_string(node) +
+                              ", but with " + std::to_string(per_node) + " rank(s) per node it must be on node " +
+                              std::to_string(r / per_node) + ": the ranks of each node must form one contiguous " +
+                              "block, in node order (node 0: ranks 0-" + std::to_string(per_node - 1) +
+                              ", node 1: ranks " + std::to_string(per_node) + "-" +
+                              std::to_string(2 * per_node - 1) + ", ...); order the ranks by host");
+    }
+    NodeLayout layout;
+    layout.num_nodes = num_nodes;
+    layout.ranks_per_node = per_node;
+    layout.rank = topology.rank;
+    layout.node = topology.rank / per_node;
+    layout.local_index = topology.rank % per_node;
+    return layout;
+}
+
 Topology detect_topology(Communicator& communicator, int device, int emulated_nodes,
                          std::chrono::milliseconds timeout) {
     PlacementWire wire{};

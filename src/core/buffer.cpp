@@ -18,6 +18,7 @@
 #include "core/buffer_impl.hpp"
 #include "launch/ht_launch.hpp"
 #include "launch/launch_context.hpp"
+#include "net/network_setup.hpp"
 #include "switchyard/ll/dispatch.cuh"
 
 namespace switchyard {
@@ -69,6 +70,11 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
          [](const BufferConfig& c) { return std::to_string(c.ll_mask_unresponsive_ranks); }},
         {"ll_zero_copy_combine",
          [](const BufferConfig& c) { return std::to_string(c.ll_zero_copy_combine); }},
+        {"network_backend", [](const BufferConfig& c) { return std::string(network_backend_name(c.network_backend)); }},
+        {"network_bandwidth_gbps", [](const BufferConfig& c) { return std::to_string(c.network_bandwidth_gbps); }},
+        {"network_latency_us", [](const BufferConfig& c) { return std::to_string(c.network_latency_us); }},
+        {"network_adversarial", [](const BufferConfig& c) { return std::to_string(c.network_adversarial); }},
+        {"network_withhold_rank", [](const BufferConfig& c) { return std::to_string(c.network_withhold_rank); }},
     };
     for (size_t rank = 1; rank < configs.size(); ++rank) {
         for (const Field& field : fields) {
@@ -88,12 +94,13 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
 // there are more streams than queues, one rank's spinning kernel can hold back the kernel or copy
 // of another rank queued behind it, and we measured broken ordering and stalls at 8 ranks per
 // GPU (docs/design-notes.md). Refuse that setup with an actionable message.
-void check_hardware_queues(const Topology& topology) {
+// With the emulated network each rank also drives its engine's stream.
+void check_hardware_queues(const Topology& topology, bool emulated_network) {
     int co_located = 0;
     for (int peer = 0; peer < topology.num_ranks; ++peer)
         if (topology.same_process(peer) && topology.same_gpu(peer)) ++co_located;
     if (co_located <= 1) return;
-    const int needed = std::min(32, 2 * co_located + 2);
+    const int needed = std::min(32, (emulated_network ? 3 : 2) * co_located + 2);
     const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     const int configured = value ? std::atoi(value) : 8;
     if (configured < needed)
@@ -115,12 +122,16 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     Impl& impl = *impl_;
     impl.communicator = std::move(communicator);
     impl.device = device;
-    impl.config = config;
+    impl.config = upgraded(config);  // an older caller's struct: the newer fields at their defaults
+    net::validate_network_config(impl.config, impl.communicator->size());
     SY_CUDA_CHECK(cudaSetDevice(device));
 
-    check_configs_agree(impl.communicator->all_gather_value(config, impl.timeout()));
+    check_configs_agree(impl.communicator->all_gather_value(impl.config, impl.timeout()));
     impl.topology = comm::detect_topology(*impl.communicator, device, config.emulated_nodes, impl.timeout());
-    check_hardware_queues(impl.topology);
+    // Across nodes: which network, and for GIN every rank's capability agreed before anyone waits.
+    net::NetworkPlan network_plan =
+        net::plan_network(*impl.communicator, impl.topology, impl.config, device, impl.timeout());
+    check_hardware_queues(impl.topology, network_plan.kind == net::NetworkKind::kEmulated);
 
     device::BufferCapacity capacity{};
     capacity.num_ranks = impl.communicator->size();
@@ -146,9 +157,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
         SY_CUDA_CHECK(cudaMemset(scratch.words, 0, scratch.bytes()));
     }
-    impl.memory =
-        std::make_unique<comm::SymmetricMemory>(*impl.communicator, impl.topology, device,
-                                                static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
+    impl.memory = net::allocate_windows(network_plan, *impl.communicator, impl.topology, device,
+                                        static_cast<size_t>(impl.layout.total_bytes), impl.timeout());
     impl.tracer = std::make_unique<core::OpTracer>(impl.layout.workspace.counters(impl.memory->local()),
                                                    impl.communicator->rank());
     impl.comm_stream = core::acquire_stream(device);  // reused: see stream_pool.hpp
@@ -188,6 +198,10 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         launch::preload_routing(device);
     }
 
+    impl.network = net::create_network(
+        network_plan, *impl.communicator, impl.topology, *impl.memory, device, impl.config,
+        {impl.errors->host_record(), impl.layout.workspace.poison(impl.memory->local())}, impl.timeout());
+
     // No rank may signal into a peer's workspace before that peer has zeroed it.
     impl.communicator->barrier(impl.timeout());
 }
@@ -199,6 +213,11 @@ Buffer::~Buffer() {
     if (impl.comm_stream) cudaStreamSynchronize(impl.comm_stream);
     if (impl.config.launch_on_caller_stream && impl.latest_done.valid())
         cudaEventSynchronize(impl.latest_done.get());
+    // The network delivers what the last ops asked of it, then writes into no peer any more.
+    if (impl.network) {
+        if (!impl.errors->has_error()) impl.network->drain(impl.timeout());
+        impl.network->shutdown();
+    }
     // Peers may still write into this memory until they are done with their last operation: wait
     // for them, but never hang in a destructor (a dead peer must not block teardown).
     try {
@@ -206,6 +225,7 @@ Buffer::~Buffer() {
     } catch (const std::exception&) {
     }
     impl.memory.reset();
+    impl.network.reset();  // after the buffers: a GIN window is NCCL's memory
     if (impl.host_counts) cudaFreeHost(impl.host_counts);
     if (impl.routing_scratch.words) cudaFree(impl.routing_scratch.words);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
@@ -250,6 +270,11 @@ size_t Buffer::data_offset() const {
 }
 
 void Buffer::barrier(cudaStream_t stream) {
+    // The barrier kernel signals every rank through the peer table, which holds this node only.
+    if (impl_->topology.num_nodes > 1)
+        throw UnsupportedError("switchyard: Buffer::barrier reaches the ranks of one node over NVLink; this buffer "
+                               "spans " + std::to_string(impl_->topology.num_nodes) +
+                               " nodes (use the communicator's barrier on the host)");
     impl_->run_ordered(stream, OpOrder{}, [&] { launch::launch_barrier(impl_->context(stream)); });
 }
 
@@ -318,15 +343,26 @@ void Buffer::check_errors() const {
 
 void Buffer::synchronize() {
     SY_CUDA_CHECK(cudaSetDevice(impl_->device));
-    impl_->drain();
+    impl_->drain_with_network();
     check_errors();
+}
+
+NetworkStats Buffer::network_stats() const {
+    if (impl_->network) return impl_->network->stats();
+    NetworkStats stats;
+    stats.ranks_per_node = impl_->communicator->size();
+    return stats;
 }
 
 void Buffer::reset() {
     Impl& impl = *impl_;
     SY_CUDA_CHECK(cudaSetDevice(impl.device));
     impl.drain();
+    // The network stops delivering (nothing of this rank's lands anywhere after this), then each
+    // rank clears its own network state between the barriers, then it delivers again.
+    if (impl.network) impl.network->stop_for_reset(impl.recovery_timeout());
     impl.communicator->barrier(impl.recovery_timeout());
+    if (impl.network) impl.network->clear_for_reset();
     SY_CUDA_CHECK(
         cudaMemset(impl.memory->local(), 0, static_cast<size_t>(impl.layout.workspace.total_bytes)));
     // A layout kernel cut short may have left totals tagged with an epoch the epoch word never reached.
@@ -334,6 +370,7 @@ void Buffer::reset() {
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     impl.errors->clear();
     impl.communicator->barrier(impl.timeout());
+    if (impl.network) impl.network->resume_after_reset();
 }
 
 }  // namespace switchyard

@@ -15,6 +15,7 @@
 #include "core/op_trace.hpp"
 #include "core/output_memory.hpp"
 #include "launch/launch_context.hpp"
+#include "net/network.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard {
@@ -44,6 +45,8 @@ struct Buffer::Impl {
     int32_t* host_counts = nullptr;
     int32_t* host_counts_device = nullptr;
     std::unique_ptr<core::OpTracer> tracer;  // the ops' timelines (SWITCHYARD_TRACE=1)
+    // The scale-out network when the ranks span several nodes (src/net/), else null.
+    std::unique_ptr<net::Network> network;
 
     std::chrono::milliseconds timeout() const { return to_milliseconds(config.timeout_seconds); }
     // Host rendezvous after a failed op: a peer may still be inside its own GPU wait (up to one
@@ -60,6 +63,21 @@ struct Buffer::Impl {
     void drain() const {
         util::cuda_check(cudaStreamSynchronize(comm_stream), "cudaStreamSynchronize (comm stream)");
         if (config.launch_on_caller_stream) latest_done.synchronize();
+    }
+    // drain(), then what the finished ops asked of the network (bounded; skipped after an error,
+    // when a failed op may have left requests the network can never complete).
+    void drain_with_network() const {
+        drain();
+        if (!network || errors->has_error() || network->drain(timeout())) return;
+        const std::string failure = network->failure();
+        if (!failure.empty())
+            throw Error("switchyard: rank " + std::to_string(communicator->rank()) + ": the " +
+                        net::network_kind_name(network->kind()) + " network stopped: " + failure);
+        throw TimeoutError("switchyard: rank " + std::to_string(communicator->rank()) + ": the " +
+                               net::network_kind_name(network->kind()) +
+                               " network did not deliver the finished ops' requests within " +
+                               std::to_string(config.timeout_seconds) + " s",
+                           communicator->rank(), -1, "network");
     }
 
     launch::LaunchContext context(cudaStream_t caller) const {
@@ -80,6 +98,7 @@ struct Buffer::Impl {
         context.chain_kernels = chain_kernels;
         context.outputs = outputs.get();
         context.routing_scratch = routing_scratch;
+        context.network = network.get();
         return context;
     }
 

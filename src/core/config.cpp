@@ -1,4 +1,6 @@
 // BufferConfig description for logs and mismatch errors.
+#include <algorithm>
+#include <cstring>
 #include <sstream>
 
 #include "switchyard/config.hpp"
@@ -14,8 +16,36 @@ std::string describe(const BufferConfig& config) {
         << ", ll_max_tokens_per_rank=" << config.ll_max_tokens_per_rank
         << ", timeout_seconds=" << config.timeout_seconds << ", emulated_nodes=" << config.emulated_nodes
         << ", num_sms=" << config.num_sms
-        << ", launch_on_caller_stream=" << (config.launch_on_caller_stream ? "on" : "off");
+        << ", launch_on_caller_stream=" << (config.launch_on_caller_stream ? "on" : "off")
+        << ", network_backend=" << network_backend_name(config.network_backend)
+        << ", network_bandwidth_gbps=" << config.network_bandwidth_gbps
+        << ", network_latency_us=" << config.network_latency_us
+        << ", network_adversarial=" << config.network_adversarial
+        << ", network_withhold_rank=" << config.network_withhold_rank;
     return out.str();
+}
+
+BufferConfig upgraded(const BufferConfig& config) {
+    BufferConfig out;
+    // Copy what the caller's struct holds; the rest keeps its defaults. The header fields then say
+    // what this library's struct is.
+    const size_t given = std::min<size_t>(config.struct_size, sizeof(BufferConfig));
+    std::memcpy(static_cast<void*>(&out), &config, given);
+    out.struct_size = sizeof(BufferConfig);
+    out.version = BufferConfig{}.version;
+    return out;
+}
+
+const char* network_backend_name(NetworkBackend backend) {
+    switch (backend) {
+        case NetworkBackend::kAuto:
+            return "auto";
+        case NetworkBackend::kEmulated:
+            return "emulated";
+        case NetworkBackend::kGin:
+            return "gin";
+    }
+    return "unknown";
 }
 
 }  // namespace switchyard

@@ -8,6 +8,7 @@
 #include "util/mapped_host.hpp"
 #include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/peer_kernel_details.cuh"
+#include "switchyard/transport/net_types.cuh"
 
 namespace switchyard::core {
 
@@ -29,6 +30,8 @@ const char* phase_name(int32_t phase) {
             return "low-latency buffer reuse";
         case device::kPhaseLayout:
             return "dispatch layout";
+        case device::kPhaseNetwork:
+            return "network";
         default:
             return "unknown phase";
     }
@@ -71,6 +74,58 @@ static void describe_peer_kernel(std::ostream& message, const device::ErrorRecor
         message << "; rank " << record.peer << " has masked rank " << record.rank << " (it skips this rank)";
 }
 
+// A record from a wait of the scale-out transport (transport/net.cuh) carries the marker.
+static bool is_network_record(const device::ErrorRecord& record) {
+    return record.detail[device::kNetDetailTransport] == device::kNetTransportMarker;
+}
+
+// What a network wait was for, and from which node.
+static void describe_network_wait(std::ostream& message, const device::ErrorRecord& record) {
+    const int64_t* detail = record.detail;
+    const int64_t node = detail[device::kNetDetailPeerNode], id = detail[device::kNetDetailId],
+                  context = detail[device::kNetDetailContext];
+    switch (detail[device::kNetDetailWhat]) {
+        case device::kNetWaitSignal:
+            message << "signal " << id << " on context " << context << ", raised over the network by rank "
+                    << record.peer << " on node " << node;
+            break;
+        case device::kNetWaitCounter:
+            message << "counter " << id << " on context " << context
+                    << ": this rank's own puts reading their sources, over the network";
+            break;
+        case device::kNetWaitFlush:
+            message << "a flush of context " << context << ": this rank's own puts reading their sources, over the "
+                    << "network";
+            break;
+        case device::kNetWaitRingSpace:
+            message << "space in the emulated network's request ring of context " << context
+                    << " (requests to node " << node << "): this rank's network engine is not taking requests";
+            break;
+        default:
+            message << "the network";
+    }
+    message << "; expected " << record.expected << ", last seen " << record.observed;
+}
+
+static const char* network_problem(int64_t what) {
+    switch (what) {
+        case device::kNetBadDestination:
+            return "the destination range ends past the window";
+        case device::kNetBadSource:
+            return "the source range ends past the window";
+        case device::kNetBadSignal:
+            return "the signal id is out of range";
+        case device::kNetBadCounter:
+            return "the counter id is out of range";
+        case device::kNetBadPeerNode:
+            return "the peer node does not exist";
+        case device::kNetBadContext:
+            return "the context does not exist";
+        default:
+            return "the emulated network's engine refused it";
+    }
+}
+
 void ErrorState::throw_if_error(double timeout_seconds) const {
     if (!has_error()) return;
     device::ErrorRecord record;
@@ -96,6 +151,14 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
                 << " found by the barrier kernel); the buffer is poisoned";
         throw Error(message.str());
     }
+    if (record.kind == device::kErrorNetworkRequest) {
+        message << "switchyard: rank " << record.rank << ": a network request was refused ("
+                << network_problem(record.detail[device::kNetDetailWhat]) << ": limit " << record.expected
+                << ", got " << record.observed << "; node " << record.detail[device::kNetDetailPeerNode]
+                << ", context " << record.detail[device::kNetDetailContext]
+                << ") and never sent; the buffer is poisoned: call reset() on all ranks or destroy it";
+        throw Error(message.str());
+    }
     if (record.kind == device::kErrorSequenceMismatch) {
         message << "switchyard: rank " << record.rank << " is running op " << record.expected << " but rank "
                 << record.peer << " published op " << record.observed << " in phase '"
@@ -105,11 +168,19 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
                    "on all ranks or destroy it";
         throw Error(message.str());
     }
+    const bool network = is_network_record(record);
     message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
-            << " s (limit " << timeout_seconds << " s) waiting for rank " << record.peer << " in phase '"
-            << phase_name(record.phase) << "' (";
+            << " s (limit " << timeout_seconds << " s) waiting ";
+    if (network && record.peer < 0)
+        message << "for the network";
+    else if (network)
+        message << "for rank " << record.peer << " on node " << record.detail[device::kNetDetailPeerNode]
+                << " over the network";
+    else
+        message << "for rank " << record.peer;
+    message << " in phase '" << phase_name(record.phase) << "' (";
     const bool ll_arrivals =
-        (record.phase == device::kPhaseLlDispatch || record.phase == device::kPhaseLlCombine) &&
+        !network && (record.phase == device::kPhaseLlDispatch || record.phase == device::kPhaseLlCombine) &&
         record.expected >= (uint64_t(1) << 32);
     if (ll_arrivals) {
         // LL arrival counters: 2^32 per complete op on the set, plus one per sending block seen of
@@ -121,6 +192,8 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
         describe_peer_kernel(message, record,
                              record.phase == device::kPhaseLlDispatch ? "low-latency dispatch send"
                                                                       : "low-latency combine send");
+    } else if (is_network_record(record)) {
+        describe_network_wait(message, record);
     } else {
         message << "expected signal " << record.expected << ", last seen " << record.observed;
         // (Combine arrivals count rows, not ops: the peer's op is still the HT op it runs.)

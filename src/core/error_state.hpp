@@ -20,6 +20,9 @@ class ErrorState {
     ErrorState& operator=(const ErrorState&) = delete;
 
     device::ErrorRecord* device_record() const { return device_record_; }
+    // The record as the host sees it (mapped memory): the emulated network's engine reports a
+    // refused request here.
+    device::ErrorRecord* host_record() const { return host_record_; }
     bool has_error() const;
     // Throws the recorded error (TimeoutError or InvalidArgument); no-op when none.
     void throw_if_error(double timeout_seconds) const;

@@ -12,6 +12,7 @@
 #include "jit/hash.hpp"
 #include "jit/jit.hpp"
 #include "jit/knobs.hpp"
+#include "jit/nvcc_program.hpp"
 #include "jit/nvrtc_program.hpp"
 #include "jit/ptxas_log.hpp"
 #include "jit/sass_dump.hpp"
@@ -24,13 +25,21 @@ namespace {
 constexpr const char* kCacheFormat = "switchyard-jit-key-v1";
 
 std::string cache_key(const std::string& generated, const std::vector<std::string>& flags,
-                      const std::string& arch) {
+                      const std::string& arch, Compiler compiler) {
     Hasher128 hasher;
     hasher.field(kCacheFormat);
     hasher.field(generated);
     hasher.field(headers_digest());  // any edit to any device header invalidates every entry
     hasher.field(arch);
-    hasher.field(nvrtc_version());
+    if (compiler == Compiler::kNvccNccl) {
+        // Its own key: nvcc's version and the NCCL headers' (ncclDevComm changes between versions).
+        const NvccToolchain& toolchain = nvcc_toolchain();
+        hasher.field("nvcc");
+        hasher.field(toolchain.version);
+        hasher.field("nccl " + std::to_string(toolchain.nccl_version_code));
+    } else {
+        hasher.field(nvrtc_version());
+    }
     for (const auto& flag : flags) hasher.field(flag);
     return hasher.hex();
 }
@@ -73,9 +82,11 @@ std::string ptxas_lines(const std::string& log) {
 
 CompiledKernel compile_fresh(const KernelSource& source, const std::string& generated,
                              const std::vector<std::string>& flags, const std::string& arch,
-                             const CachePaths& paths, const Knobs& knobs) {
+                             const CachePaths& paths, const Knobs& knobs, Compiler compiler) {
     const auto start = std::chrono::steady_clock::now();
-    NvrtcResult nvrtc = run_nvrtc(source, generated, flags, knobs.dump_ptx);
+    const bool nvcc = compiler == Compiler::kNvccNccl;
+    NvrtcResult nvrtc = nvcc ? run_nvcc(source, generated, flags, paths.dir)
+                             : run_nvrtc(source, generated, flags, knobs.dump_ptx);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
@@ -89,13 +100,14 @@ CompiledKernel compile_fresh(const KernelSource& source, const std::string& gene
     kernel.spill_bytes = stats.spill_bytes;
     kernel.stack_bytes = stats.stack_bytes;
     if (!looks_like_cubin(kernel.cubin))
-        throw CompileError("jit: NVRTC returned something that is not a cubin for " + source.kernel);
+        throw CompileError(std::string("jit: ") + (nvcc ? "nvcc" : "NVRTC") +
+                           " returned something that is not a cubin for " + source.kernel);
 
     cache_store(paths, kernel);
-    if (knobs.dump_ptx) write_file_atomic(paths.ptx, nvrtc.ptx);
+    if (knobs.dump_ptx && !nvcc) write_file_atomic(paths.ptx, nvrtc.ptx);
     if (knobs.debug) {
         std::ostringstream message;
-        message << "compiled " << describe(source, arch) << " in " << static_cast<int>(ms)
+        message << "compiled " << describe(source, arch) << (nvcc ? " with nvcc" : "") << " in " << static_cast<int>(ms)
                 << " ms: " << kernel.num_registers << " registers, " << kernel.spill_bytes << " spill bytes, "
                 << kernel.stack_bytes << " stack bytes -> " << paths.cubin;
         if (knobs.dump_ptx) message << " (+ " << paths.ptx << ")";
@@ -114,8 +126,10 @@ CompiledKernel compile(const KernelSource& source, const CompileOptions& options
     effective.line_info = options.line_info || knobs.line_info;
 
     const std::string generated = generate_source(source);
-    const std::vector<std::string> flags = compile_flags(effective);
-    const std::string key = cache_key(generated, flags, effective.arch);
+    const bool nvcc = effective.compiler == Compiler::kNvccNccl;
+    const std::vector<std::string> flags =
+        nvcc ? nvcc_flags(effective, nvcc_toolchain()) : compile_flags(effective);
+    const std::string key = cache_key(generated, flags, effective.arch, effective.compiler);
     const CachePaths paths = cache_paths(knobs.cache_dir, source.family, key);
     ensure_cache_dir(paths.dir);
 
@@ -125,7 +139,7 @@ CompiledKernel compile(const KernelSource& source, const CompileOptions& options
         std::lock_guard<std::mutex> lock(*mutex);
         auto cached = cache_lookup(paths);
         // A PTX dump needs NVRTC's output, which the cache does not keep: recompile once for it.
-        const bool need_ptx = knobs.dump_ptx && !std::filesystem::exists(paths.ptx);
+        const bool need_ptx = knobs.dump_ptx && !nvcc && !std::filesystem::exists(paths.ptx);
         if (cached && !need_ptx) {
             kernel = std::move(*cached);
             kernel.cache_hit = true;
@@ -136,7 +150,7 @@ CompiledKernel compile(const KernelSource& source, const CompileOptions& options
         } else {
             if (knobs.debug && !cached && std::filesystem::exists(paths.cubin))
                 debug_log("cache entry " + paths.cubin + " is incomplete or corrupt; recompiling");
-            kernel = compile_fresh(source, generated, flags, effective.arch, paths, knobs);
+            kernel = compile_fresh(source, generated, flags, effective.arch, paths, knobs, effective.compiler);
         }
         kernel.key = key;
     }

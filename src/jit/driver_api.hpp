@@ -30,6 +30,9 @@ struct DriverApi {
     decltype(&::cuLaunchKernelEx) cuLaunchKernelEx = nullptr;
     // Optional (driver >= 12.4): lets load time check the one-argument-struct contract.
     decltype(&::cuFuncGetParamInfo) cuFuncGetParamInfo = nullptr;
+    // Optional: the emulated network's engine writes signals with it (src/net/emulated_network.cpp)
+    // and falls back to 8-byte copies without it.
+    decltype(&::cuStreamWriteValue64) cuStreamWriteValue64 = nullptr;
 };
 
 // The loaded and initialized (cuInit) driver. Throws UnsupportedError when there is no driver or

@@ -34,8 +34,16 @@ struct KernelSource {
     std::string kernel;  // name of the instantiation, e.g. "switchyard::device::scale_kernel<128, 4>"
 };
 
+// Which compiler turns a KernelSource into a cubin.
+enum class Compiler {
+    kNvrtc,     // in process (every kernel family but the GIN ones)
+    kNvccNccl,  // nvcc in a subprocess against the NCCL headers the library was built with, with
+                // SY_NET_WITH_NCCL defined: kernels on the NetGin backend (nvcc_program.hpp)
+};
+
 struct CompileOptions {
     std::string arch;                  // "sm_90a", "sm_100a", ...; see arch_for_device()
+    Compiler compiler = Compiler::kNvrtc;
     bool line_info = false;            // -lineinfo (also forced on by SWITCHYARD_JIT_LINE_INFO=1)
     std::vector<std::string> defines;  // "NAME" or "NAME=VALUE", passed as -D
 };
@@ -112,12 +120,16 @@ const Kernel& get_kernel(const KernelSource& source, int device, const CompileOp
 // not depend on the call (a launcher keeps one of these as a function-local static).
 class CachedKernel {
   public:
-    explicit CachedKernel(KernelSource source) : source_(std::move(source)) {}
+    // `options`: e.g. Compiler::kNvccNccl for a kernel on the GIN backend (the arch still comes from
+    // the device when empty).
+    explicit CachedKernel(KernelSource source, CompileOptions options = {})
+        : source_(std::move(source)), options_(std::move(options)) {}
     const KernelSource& source() const { return source_; }
+    const CompileOptions& options() const { return options_; }
     const Kernel& get(int device) const {
         if (device >= 0 && device < kMaxDevices)
             if (const Kernel* kernel = loaded_[device].load(std::memory_order_acquire)) return *kernel;
-        const Kernel& kernel = get_kernel(source_, device);
+        const Kernel& kernel = get_kernel(source_, device, options_);
         if (device >= 0 && device < kMaxDevices) loaded_[device].store(&kernel, std::memory_order_release);
         return kernel;
     }
@@ -125,6 +137,7 @@ class CachedKernel {
   private:
     static constexpr int kMaxDevices = 64;
     KernelSource source_;
+    CompileOptions options_;
     mutable std::array<std::atomic<const Kernel*>, kMaxDevices> loaded_{};
 };
 

@@ -135,7 +135,8 @@ const Kernel& get_kernel(const KernelSource& source, int device, const CompileOp
 
     // The in-process cache key: everything that selects a distinct loaded kernel.
     std::string key = std::to_string(device) + "|" + source.family + "|" + source.header + "|" +
-                      source.kernel + "|" + resolved.arch + "|" + (resolved.line_info ? "L" : "-");
+                      source.kernel + "|" + resolved.arch + "|" + (resolved.line_info ? "L" : "-") +
+                      (resolved.compiler == Compiler::kNvccNccl ? "|nvcc" : "");
     for (const auto& define : resolved.defines) key += "|D" + define;
 
     struct Slot {

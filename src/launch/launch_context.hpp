@@ -11,6 +11,9 @@
 namespace switchyard::core {
 class OutputMemory;
 }
+namespace switchyard::net {
+class Network;
+}
 
 namespace switchyard::launch {
 
@@ -31,6 +34,9 @@ struct LaunchContext {
     bool chain_kernels = false;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
     device::RoutingScratch routing_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
+    // The scale-out network (null on one node): kernels of the emulated backend take
+    // network->emulated_context(), those of GIN network->gin_context() (net/network.hpp).
+    const net::Network* network = nullptr;
 };
 
 // Cross-rank barrier kernel (one block).

@@ -18,6 +18,7 @@ enum ErrorKind : uint32_t {
     kErrorInvalidRouting = 2,
     kErrorSequenceMismatch = 3,  // a peer published another op's sequence than this rank is running
     kErrorPeerTable = 4,         // the device peer table no longer holds what the host wrote
+    kErrorNetworkRequest = 5,    // a network request out of bounds (transport/net.cuh): never sent
 };
 
 // Where a wait happened; the host prints these names.
@@ -31,6 +32,7 @@ enum Phase : int32_t {
     kPhaseLlCombine = 6,
     kPhaseLlFlowControl = 7,
     kPhaseLayout = 8,
+    kPhaseNetwork = 9,  // a wait of the scale-out transport (transport/net.cuh)
 };
 
 // Words of kind-specific detail in an error record. Invalid routing: token, slot (the value is in
@@ -125,6 +127,31 @@ SY_DEVICE bool wait_until(const uint64_t* address, Ready ready, const Diagnostic
     const uint64_t start = ptx::globaltimer_ns();
     for (uint32_t spin = 1;; ++spin) {
         value = load_signal<kScope>(address);
+        if (ready(value)) return true;
+        if ((spin & 63u) == 0) {
+            if (is_poisoned(diagnostics)) return false;
+            const uint64_t elapsed = ptx::globaltimer_ns() - start;
+            if (elapsed > diagnostics.timeout_ns) {
+                ErrorDetails words;
+                details(words);
+                report_error(diagnostics, kErrorTimeout, phase, peer, expected, value, elapsed, words);
+                return false;
+            }
+        }
+    }
+}
+
+// wait_until for a value that `load()` reads (with acquire semantics) rather than a plain word: a
+// transport whose signals sit behind an API (NCCL GIN's readSignal). Same budget, poison check
+// and report.
+template <typename Load, typename Ready, typename Details = NoTimeoutDetails>
+SY_DEVICE bool wait_until_loaded(Load load, Ready ready, const Diagnostics& diagnostics, int32_t phase,
+                                 int32_t peer, uint64_t expected, Details details = {}) {
+    uint64_t value = load();
+    if (ready(value)) return true;
+    const uint64_t start = ptx::globaltimer_ns();
+    for (uint32_t spin = 1;; ++spin) {
+        value = load();
         if (ready(value)) return true;
         if ((spin & 63u) == 0) {
             if (is_poisoned(diagnostics)) return false;

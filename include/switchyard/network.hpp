@@ -1,0 +1,82 @@
+// The scale-out network of a buffer whose ranks span several nodes: its byte accounting.
+//
+// A buffer spanning nodes reaches the ranks of other nodes through the scale-out transport
+// (DESIGN.md §4): NCCL GIN in production, the emulated network for emulated nodes on one host
+// (BufferConfig::network_*). Each rank reaches only its rail peers: the ranks with its local index
+// on the other nodes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace switchyard {
+
+// One rank's network traffic, cumulative since the buffer was created (reset() keeps it). Read it
+// after Buffer::synchronize(), which also waits for the emulated network to deliver what the
+// finished ops asked of it.
+struct NetworkStats {
+    std::string backend = "none";  // "none" (one node), "emulated" or "gin"
+    int32_t num_nodes = 1;
+    int32_t ranks_per_node = 1;
+    int32_t node = 0;         // this rank's node
+    int32_t local_index = 0;  // this rank's index inside its node
+    // Emulated network only (NCCL does not count GIN's bytes: accounted is false there).
+    bool accounted = false;
+    std::vector<uint64_t> bytes_to_rank;            // [R] payload delivered to each rank
+    std::vector<uint64_t> bytes_requested_to_rank;  // [R] payload of the puts this rank's kernels issued
+    std::vector<uint64_t> puts_to_rank;             // [R] put requests
+    std::vector<uint64_t> signals_to_rank;          // [R] signal adds delivered
+    uint64_t copies = 0;            // copies the engine issued after coalescing and chunking
+    uint64_t flushes = 0;           // flush requests
+    uint64_t bytes_withheld = 0;    // payload a withheld rank did not deliver (BufferConfig)
+    uint64_t invalid_requests = 0;  // requests refused (each also poisons the buffer)
+    std::string signal_writes;      // how signals are written: "stream memory operations" or
+                                    // "8-byte copies from pinned memory"
+
+    // [N] bytes_to_rank summed per destination node.
+    std::vector<uint64_t> bytes_to_node() const;
+};
+
+// [N * N] payload bytes from source node s (row) to destination node d (column), given every rank's
+// stats in rank order (e.g. gathered with Communicator::all_gather by the caller).
+std::vector<uint64_t> bytes_by_node_pair(const std::vector<NetworkStats>& all_ranks);
+
+// A check of the scale-out network (Buffer::check_network): every rank puts to its rail peer on
+// every other node through the device transport API and checks what arrives against its contract
+// (transport/net_check.cuh). A preflight for a multi-node job, and the emulated network's test.
+struct NetworkCheck {
+    enum class Pattern : int32_t {
+        kStream = 0,    // `rounds` x `puts_per_round` puts to every peer, a signal every
+                        // `puts_per_signal`; at each signal of round 0 the receiver checks that
+                        // signal's puts and every earlier one on its context (strong signals)
+        kReuse = 1,     // one source slot per peer, rewritten every round once the previous put's
+                        // counter (or a flush, with use_flush) says it was read; one signal at the end
+        kPingPong = 2,  // nodes 0 and 1 bounce a put of put_bytes (a bare signal when 0) with a
+                        // signal `rounds` times; round trips measured
+    };
+    Pattern pattern = Pattern::kStream;
+    int32_t rounds = 1;
+    int32_t puts_per_round = 64;
+    int32_t puts_per_signal = 8;             // 0: one signal per round
+    uint64_t put_bytes = uint64_t(64) << 10;  // a multiple of 8
+    int32_t num_contexts = 1;                // group g (stream) or round r (reuse) uses context g % n
+    bool use_flush = false;                  // kReuse
+    bool check_every_signal = true;          // kStream: off for bandwidth runs (checks at the end only)
+    uint32_t seed = 1;
+};
+
+struct NetworkCheckResult {
+    int64_t bad_slots = 0;       // puts whose bytes were not what the contract promised when checked
+    int32_t first_bad_node = -1;  // the source node and put of the first, or -1
+    int32_t first_bad_put = -1;
+    uint64_t bytes_sent = 0;      // payload this rank put
+    // The GPU's global timer (ns, one clock per GPU): when this rank began sending and when it saw
+    // its last signal. Bandwidth: a peer's bytes_sent / (receive_end_ns - the peer's send_start_ns).
+    int64_t send_start_ns = 0;
+    int64_t receive_end_ns = 0;
+    int64_t round_trip_min_ns = -1;  // kPingPong on node 0
+    int64_t round_trip_max_ns = -1;
+};
+
+}  // namespace switchyard

@@ -1,0 +1,370 @@
+// The network check (Buffer::check_network): one block of two warps per rank exercises the
+// scale-out transport (transport/net.cuh) between rail peers, on either backend, and checks what
+// arrives against the contract. Warp 0 sends, warp 1 receives; lane 0 issues every request and
+// every wait, the warp fills and checks data. A preflight for a multi-node deployment (on GIN it
+// is the first thing to cross the NICs, and a failure names the node) and the emulated network's
+// GPU test.
+//
+// Scenarios:
+//   kNetStream    round after round, `puts_per_round` puts of `put_bytes` to every other node's rail
+//                 peer, a signal add after every `puts_per_signal` puts (a group) and after the
+//                 round's last put; group g travels on context g % num_contexts. The receiver, in
+//                 round 0, checks at each signal that the payload of that group and of every earlier
+//                 group on the same context has landed (strong signals); at the end it checks all.
+//   kNetReuse     one source slot per peer, reused every round: the sender waits for the previous
+//                 put's counter (or flushes, with `use_flush`) before overwriting it, puts round r
+//                 to its own destination slot, and signals once at the end; the receiver checks that
+//                 every slot holds its own round (a source read after its counter would show the
+//                 next round's data).
+//   kNetPingPong  node 0 and node 1 bounce a put-with-signal (`put_bytes`, or a bare signal when 0)
+//                 `rounds` times; node 0 records the round trips (latency floor).
+// Source data: every 8-byte word is a hash of (seed, source rank, destination node, put, word), with
+// the round in its top 16 bits for kNetReuse. The check uses the reserved signal and counter ids
+// (the top kNetCheckIds of each range) and the buffer's data regions.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/transport/net.cuh"
+
+namespace switchyard::device {
+
+enum NetCheckScenario : int32_t { kNetStream = 0, kNetReuse = 1, kNetPingPong = 2 };
+
+// Result words (int64, device memory, zeroed by the host; kNetResultFirstBad and kNetResultRttMin
+// start at -1 and INT64_MAX).
+enum NetCheckResultWord : int32_t {
+    kNetResultErrors = 0,      // words that did not hold what they should
+    kNetResultFirstBad = 1,    // (source node << 32) | put index of the first bad word, -1 if none
+    kNetResultSendStart = 2,   // globaltimer when the sender began
+    kNetResultRecvEnd = 3,     // globaltimer when the receiver saw the last signal
+    kNetResultRttMin = 4,      // ping-pong: shortest round trip (ns)
+    kNetResultRttMax = 5,      // ping-pong: longest round trip (ns)
+    kNetResultBytesSent = 6,   // payload bytes this rank put
+    kNetResultFailed = 7,      // 1: a request or wait failed (timeout, poisoned)
+    kNetResultWords = 8,
+};
+
+// The check's ids: the top kNetCheckIds of each range (up to kNetCheckMaxNodes nodes). The other
+// kernels of the library use ids below them.
+constexpr int32_t kNetCheckMaxNodes = 64;
+constexpr uint32_t kNetCheckIds = uint32_t(kNetCheckMaxNodes * (kNetMaxContexts + 1));
+// Signal ids: one per (source node, context), and one per source node for the ping-pong (context 0),
+// so every id of a context grows by the same amount in every launch; counter ids: one per
+// (destination node, context).
+SY_HOST_DEVICE constexpr uint32_t net_check_signal(int32_t source_node, int32_t context) {
+    return uint32_t(kNetNumSignals) - kNetCheckIds + uint32_t(source_node * kNetMaxContexts + context);
+}
+SY_HOST_DEVICE constexpr uint32_t net_check_ping_signal(int32_t source_node) {
+    return uint32_t(kNetNumSignals) - uint32_t(kNetCheckMaxNodes) + uint32_t(source_node);
+}
+SY_HOST_DEVICE constexpr uint32_t net_check_counter(int32_t destination_node, int32_t context) {
+    return uint32_t(kNetNumCounters) - kNetCheckIds + uint32_t(destination_node * kNetMaxContexts + context);
+}
+
+template <class Backend>
+struct NetCheckArgs {
+    typename Backend::Context net;
+    Diagnostics diagnostics;
+    uint8_t* window;        // this rank's window (its symmetric buffer)
+    int64_t* results;       // [kNetResultWords]
+    uint64_t src_offset;    // source region: [num_nodes][puts_per_round][put_bytes]
+    uint64_t dst_offset;    // receive region: [num_nodes][slots][put_bytes], slots = puts_per_round (or rounds)
+    uint64_t put_bytes;     // a multiple of 8
+    uint64_t signal_base[kNetMaxContexts];   // the check's signals of each context before this launch
+    uint64_t counter_base[kNetMaxContexts];  // the check's counters of each context before this launch
+    uint64_t ping_base;                      // the ping-pong signal before this launch
+    int32_t scenario;
+    int32_t rounds;
+    int32_t puts_per_round;
+    int32_t puts_per_signal;
+    int32_t num_contexts;  // contexts used (<= net.num_contexts)
+    int32_t use_flush;     // kNetReuse: flush instead of waiting for counters
+    int32_t check_every_signal;
+    uint32_t seed;
+};
+
+// Signal groups (signal adds) per round from one source to one destination.
+SY_HOST_DEVICE constexpr int32_t net_check_groups(int32_t puts_per_round, int32_t puts_per_signal) {
+    return puts_per_signal > 0 ? (puts_per_round + puts_per_signal - 1) / puts_per_signal : 1;
+}
+// Signal adds on `context` per round.
+SY_HOST_DEVICE constexpr int32_t net_check_groups_on(int32_t groups, int32_t num_contexts, int32_t context) {
+    return groups / num_contexts + (context < groups % num_contexts ? 1 : 0);
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace net_check {
+
+SY_DEVICE uint64_t mix(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    x ^= x >> 33;
+    return x;
+}
+
+// The 48-bit body of word `word` of put `put` from `source_rank` to `destination_node`.
+SY_DEVICE uint64_t pattern(uint32_t seed, int32_t source_rank, int32_t destination_node, int32_t put, uint64_t word) {
+    return mix((uint64_t(seed) << 40) ^ (uint64_t(source_rank) << 52) ^ (uint64_t(destination_node) << 46) ^
+               (uint64_t(put) << 24) ^ word) &
+           0xffffffffffffull;
+}
+
+// Runs `f` on lane 0 (requests and waits are one thread's) and gives every lane its outcome.
+template <typename F>
+SY_DEVICE bool on_lane0(F f) {
+    int32_t value = 0;
+    if (ptx::lane_id() == 0) value = f() ? 1 : 0;
+    return __shfl_sync(0xffffffffu, value, 0) != 0;
+}
+
+template <class Backend>
+SY_DEVICE void record_bad(const NetCheckArgs<Backend>& args, int32_t source_node, int32_t put) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(args.results + kNetResultErrors), 1ull);
+    atomicCAS(reinterpret_cast<unsigned long long*>(args.results + kNetResultFirstBad),
+              static_cast<unsigned long long>(-1ll),
+              static_cast<unsigned long long>((int64_t(source_node) << 32) | uint32_t(put)));
+}
+
+template <class Backend>
+SY_DEVICE void fail(const NetCheckArgs<Backend>& args) {
+    atomicExch(reinterpret_cast<unsigned long long*>(args.results + kNetResultFailed), 1ull);
+}
+
+// Writes the source of put `put` to `destination_node` (round `round` in the top bits, or none).
+template <class Backend>
+SY_DEVICE void fill_source(const NetCheckArgs<Backend>& args, uint64_t offset, int32_t destination_node,
+                           int32_t put, int64_t round) {
+    uint64_t* words = reinterpret_cast<uint64_t*>(args.window + offset);
+    const uint64_t top = round >= 0 ? (uint64_t(round + 1) << 48) : 0;
+    for (uint64_t w = ptx::lane_id(); w < args.put_bytes / 8; w += 32)
+        words[w] = top | pattern(args.seed, args.net.rank, destination_node, put, w);
+}
+
+// Checks the slot holding put `put` from `source_node` (its rail peer's rank is the source).
+// `round` >= 0: the top bits must say exactly that round.
+template <class Backend>
+SY_DEVICE void check_slot(const NetCheckArgs<Backend>& args, uint64_t offset, int32_t source_node, int32_t put,
+                          int64_t round) {
+    const int32_t source_rank = source_node * args.net.ranks_per_node + args.net.local_index;
+    const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(args.window + offset);
+    const uint64_t top = round >= 0 ? (uint64_t(round + 1) << 48) : 0;
+    bool bad = false;
+    for (uint64_t w = ptx::lane_id(); w < args.put_bytes / 8; w += 32)
+        bad |= words[w] != (top | pattern(args.seed, source_rank, args.net.node, put, w));
+    if (__any_sync(0xffffffffu, bad) && ptx::lane_id() == 0) record_bad(args, source_node, put);
+}
+
+// --- kNetStream --------------------------------------------------------------------------------
+template <class Backend>
+SY_DEVICE void stream_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
+    const int32_t me = args.net.node, nodes = args.net.num_nodes;
+    const int32_t per_round = args.puts_per_round;
+    for (int32_t node = 0; node < nodes; ++node) {
+        if (node == me) continue;
+        for (int32_t put = 0; put < per_round; ++put)
+            fill_source(args, args.src_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node, put, -1);
+    }
+    __syncwarp();
+    if (ptx::lane_id() != 0) return;
+    args.results[kNetResultSendStart] = int64_t(ptx::globaltimer_ns());
+    const int32_t per_signal = args.puts_per_signal > 0 ? args.puts_per_signal : per_round;
+    uint64_t sent = 0;
+    for (int32_t round = 0; round < args.rounds; ++round) {
+        for (int32_t put = 0; put < per_round; ++put) {
+            const int32_t group = put / per_signal;
+            const int32_t context = group % args.num_contexts;
+            const bool signals = (put + 1) % per_signal == 0 || put + 1 == per_round;
+            for (int32_t node = 0; node < nodes; ++node) {
+                if (node == me) continue;
+                const NetSignal signal = signals ? net_signal_add(net_check_signal(me, context), 1) : NetSignal{};
+                const uint64_t src = args.src_offset + (uint64_t(node) * per_round + put) * args.put_bytes;
+                const uint64_t dst = args.dst_offset + (uint64_t(me) * per_round + put) * args.put_bytes;
+                if (!ports[context].put(node, dst, src, args.put_bytes, signal)) {
+                    fail(args);
+                    return;
+                }
+                sent += args.put_bytes;
+            }
+        }
+    }
+    args.results[kNetResultBytesSent] = int64_t(sent);
+}
+
+template <class Backend>
+SY_DEVICE void stream_receive(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
+    const int32_t me = args.net.node, nodes = args.net.num_nodes;
+    const int32_t per_round = args.puts_per_round;
+    const int32_t per_signal = args.puts_per_signal > 0 ? args.puts_per_signal : per_round;
+    const int32_t groups = net_check_groups(per_round, args.puts_per_signal);
+    for (int32_t node = 0; node < nodes; ++node) {
+        if (node == me) continue;
+        // Round 0, group by group: a signal promises its group and the earlier groups on its context.
+        for (int32_t group = 0; group < groups && args.check_every_signal; ++group) {
+            const int32_t context = group % args.num_contexts;
+            const uint64_t target = args.signal_base[context] + uint64_t(group / args.num_contexts) + 1;
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
+                if (ptx::lane_id() == 0) fail(args);
+                return;
+            }
+            for (int32_t earlier = context; earlier <= group; earlier += args.num_contexts)
+                for (int32_t put = earlier * per_signal; put < per_round && put < (earlier + 1) * per_signal; ++put)
+                    check_slot(args, args.dst_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node,
+                               put, -1);
+        }
+        // The last signal of every context, then everything.
+        for (int32_t context = 0; context < args.num_contexts && context < groups; ++context) {
+            const uint64_t target = args.signal_base[context] +
+                                    uint64_t(args.rounds) * net_check_groups_on(groups, args.num_contexts, context);
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
+                if (ptx::lane_id() == 0) fail(args);
+                return;
+            }
+        }
+    }
+    if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
+    for (int32_t node = 0; node < nodes; ++node)
+        if (node != me)
+            for (int32_t put = 0; put < per_round; ++put)
+                check_slot(args, args.dst_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node, put, -1);
+}
+
+// --- kNetReuse ---------------------------------------------------------------------------------
+template <class Backend>
+SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
+    const int32_t me = args.net.node, nodes = args.net.num_nodes;
+    if (ptx::lane_id() == 0) args.results[kNetResultSendStart] = int64_t(ptx::globaltimer_ns());
+    uint64_t sent = 0;
+    for (int32_t round = 0; round < args.rounds; ++round) {
+        const int32_t context = round % args.num_contexts;
+        for (int32_t node = 0; node < nodes; ++node) {
+            if (node == me) continue;
+            const uint64_t src = args.src_offset + uint64_t(node) * args.put_bytes;  // one slot per peer, reused
+            const NetPort<Backend>& port = ports[context];
+            // The previous round's put to this peer (on whichever context) must have read the source.
+            const bool read = on_lane0([&] {
+                if (round == 0) return true;
+                const int32_t previous = (round - 1) % args.num_contexts;
+                if (args.use_flush) return ports[previous].flush();
+                return ports[previous].wait_counter(
+                    net_check_counter(node, previous),
+                    args.counter_base[previous] + uint64_t((round - 1) / args.num_contexts) + 1);
+            });
+            if (!read) {
+                if (ptx::lane_id() == 0) fail(args);
+                return;
+            }
+            fill_source(args, src, node, round, round);
+            __syncwarp();  // the warp's source writes before lane 0's put (its release covers them)
+            const bool sent_ok = on_lane0([&] {
+                const uint64_t dst = args.dst_offset + (uint64_t(me) * args.rounds + round) * args.put_bytes;
+                const NetCounter counter =
+                    args.use_flush ? NetCounter{} : net_counter_inc(net_check_counter(node, context));
+                return port.put(node, dst, src, args.put_bytes, NetSignal{}, counter);
+            });
+            sent += args.put_bytes;
+            if (!sent_ok) {
+                if (ptx::lane_id() == 0) fail(args);
+                return;
+            }
+        }
+    }
+    // One signal per context used, after everything: it covers the earlier puts on its context.
+    if (ptx::lane_id() == 0) {
+        for (int32_t node = 0; node < nodes; ++node)
+            for (int32_t context = 0; context < args.num_contexts && context < args.rounds; ++context)
+                if (node != me && !ports[context].signal(node, net_signal_add(net_check_signal(me, context), 1)))
+                    fail(args);
+        args.results[kNetResultBytesSent] = int64_t(sent);
+    }
+}
+
+template <class Backend>
+SY_DEVICE void reuse_receive(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
+    const int32_t me = args.net.node, nodes = args.net.num_nodes;
+    for (int32_t node = 0; node < nodes; ++node) {
+        if (node == me) continue;
+        for (int32_t context = 0; context < args.num_contexts && context < args.rounds; ++context) {
+            const uint64_t target = args.signal_base[context] + 1;
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
+                if (ptx::lane_id() == 0) fail(args);
+                return;
+            }
+        }
+        for (int32_t round = 0; round < args.rounds; ++round)
+            check_slot(args, args.dst_offset + (uint64_t(node) * args.rounds + round) * args.put_bytes, node, round,
+                       round);
+    }
+    if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
+}
+
+// --- kNetPingPong ------------------------------------------------------------------------------
+template <class Backend>
+SY_DEVICE void ping_pong(const NetCheckArgs<Backend>& args, const NetPort<Backend>& port) {
+    const int32_t me = args.net.node;
+    if (me > 1 || args.net.num_nodes < 2) return;
+    const int32_t other = 1 - me;
+    fill_source(args, args.src_offset, other, 0, -1);
+    __syncwarp();
+    if (ptx::lane_id() != 0) return;
+    const uint32_t inbound = net_check_ping_signal(other);
+    const NetSignal outbound = net_signal_add(net_check_ping_signal(me), 1);
+    const uint64_t dst = args.dst_offset + uint64_t(me) * args.put_bytes;
+    int64_t shortest = 0x7fffffffffffffffll, longest = 0;
+    for (int32_t round = 0; round < args.rounds; ++round) {
+        const uint64_t start = ptx::globaltimer_ns();
+        if (me == 1 && !port.wait_signal(inbound, args.ping_base + round + 1, other)) return fail(args);
+        const bool sent = args.put_bytes > 0 ? port.put(other, dst, args.src_offset, args.put_bytes, outbound)
+                                             : port.signal(other, outbound);
+        if (!sent) return fail(args);
+        if (me == 0) {
+            if (!port.wait_signal(inbound, args.ping_base + round + 1, other)) return fail(args);
+            const int64_t trip = int64_t(ptx::globaltimer_ns() - start);
+            shortest = trip < shortest ? trip : shortest;
+            longest = trip > longest ? trip : longest;
+        }
+    }
+    if (me == 0) {
+        args.results[kNetResultRttMin] = shortest;
+        args.results[kNetResultRttMax] = longest;
+    }
+    args.results[kNetResultBytesSent] = int64_t(args.put_bytes) * args.rounds;
+}
+
+}  // namespace net_check
+
+// One block of 64 threads per rank: warp 0 sends, warp 1 receives (ping-pong: warp 0 alone).
+template <class Backend>
+__global__ void __launch_bounds__(64, 1) net_check_kernel(const __grid_constant__ NetCheckArgs<Backend> args) {
+    const NetPort<Backend> ports[kNetMaxContexts] = {
+        NetPort<Backend>(args.net, 0, args.diagnostics), NetPort<Backend>(args.net, 1, args.diagnostics),
+        NetPort<Backend>(args.net, 2, args.diagnostics), NetPort<Backend>(args.net, 3, args.diagnostics)};
+    const bool sender = threadIdx.x < 32;
+    switch (args.scenario) {
+        case kNetStream:
+            if (sender)
+                net_check::stream_send(args, ports);
+            else
+                net_check::stream_receive(args, ports);
+            break;
+        case kNetReuse:
+            if (sender)
+                net_check::reuse_send(args, ports);
+            else
+                net_check::reuse_receive(args, ports);
+            break;
+        case kNetPingPong:
+            if (sender) net_check::ping_pong(args, ports[0]);
+            break;
+        default:
+            break;
+    }
+}
+
+#endif
+
+}  // namespace switchyard::device

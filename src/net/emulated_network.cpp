@@ -1,0 +1,417 @@
+// The emulated network's engine (see emulated_network.hpp).
+#include "net/emulated_network.hpp"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+
+#include "core/stream_pool.hpp"
+#include "jit/driver_api.hpp"
+#include "util/cuda_check.hpp"
+#include "util/mapped_host.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::net {
+namespace {
+
+using device::EmulatedNetState;
+
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// After this long without requests the engine polls every kIdlePoll instead of spinning.
+constexpr int64_t kSpinAfterActivityNs = 5'000'000;
+constexpr auto kIdlePoll = std::chrono::microseconds(50);
+// Descriptors taken from one ring per pass, so one busy context cannot hold the others back.
+constexpr int kMaxTakenPerPass = 1024;
+
+}  // namespace
+
+// The executor over CUDA: one in-order stream; copies with the copy engines, words with stream
+// memory operations (or 8-byte copies from pinned staging memory).
+class EmulatedNetwork::CudaExecutor final : public Executor {
+  public:
+    CudaExecutor(int device, cudaStream_t stream, uint8_t* local_window, std::vector<uint8_t*> windows,
+                 std::vector<uint64_t*> states)
+        : device_(device), stream_(stream), local_window_(local_window), windows_(std::move(windows)),
+          states_(std::move(states)) {
+        // Stream memory operations: the entry point and the device's say-so.
+        try {
+            const jit::DriverApi& api = jit::driver();
+            int supported = 0;
+            CUdevice handle = 0;
+            if (api.cuStreamWriteValue64 && api.cuDeviceGet(&handle, device) == CUDA_SUCCESS &&
+                api.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, handle) ==
+                    CUDA_SUCCESS)
+                memops_ = supported != 0;
+        } catch (const std::exception&) {
+            memops_ = false;
+        }
+        const auto staging = util::allocate_mapped_host<uint64_t>(kStagingWords + 1);
+        staging_ = staging.host;
+        staging_[kStagingWords] = 1;  // the poison value
+        for (auto& event : group_done_) SY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    }
+    ~CudaExecutor() override {
+        for (auto event : group_done_)
+            if (event) cudaEventDestroy(event);
+        if (staging_) cudaFreeHost(staging_);
+    }
+
+    bool memops() const { return memops_; }
+
+    void copy(const Copy* copies, size_t count) override {
+        dsts_.resize(count);
+        srcs_.resize(count);
+        sizes_.resize(count);
+        for (size_t i = 0; i < count; ++i) {
+            dsts_[i] = windows_[copies[i].dst_rank] + copies[i].dst_offset;
+            srcs_[i] = local_window_ + copies[i].src_offset;
+            sizes_[i] = copies[i].bytes;
+        }
+        if (batch_copies_) {
+            // Source read in stream order (after the copies and writes before it); prefer the copy
+            // engines over SMs, which belong to the ranks' kernels.
+            cudaMemcpyAttributes attributes{};
+            attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+            attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+            size_t attribute_index = 0;
+            const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), count,
+                                                            &attributes, &attribute_index, 1, stream_);
+            if (status == cudaSuccess) {
+                batch_worked_ = true;
+                return;
+            }
+            if (batch_worked_) util::cuda_check(status, "cudaMemcpyBatchAsync (emulated network)");
+            // The first batch failed: this driver does not do batches; copy one by one from now on.
+            (void)cudaGetLastError();
+            batch_copies_ = false;
+        }
+        for (size_t i = 0; i < count; ++i)
+            SY_CUDA_CHECK(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], cudaMemcpyDeviceToDevice, stream_));
+    }
+    void write_signal(int32_t dst_rank, int32_t context, uint32_t id, uint64_t value) override {
+        write_word(states_[dst_rank] + device::net_signal_word(context, id), value);
+    }
+    void write_counter(int32_t context, uint32_t id, uint64_t value) override {
+        write_word(states_[own_rank_] + device::net_counter_word(context, id), value);
+    }
+    void write_flush_done(int32_t context, uint64_t value) override {
+        write_word(states_[own_rank_] + EmulatedNetState::kFlushDone + context, value);
+    }
+    // Poisons the buffer (a refused request): the ranks' waits then end at once.
+    void poison(uint32_t* word) {
+        SY_CUDA_CHECK(cudaMemcpyAsync(word, staging_ + kStagingWords, sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
+    }
+    void set_own_rank(int32_t rank) { own_rank_ = rank; }
+
+  private:
+    static constexpr size_t kStagingWords = 8192, kGroupWords = 256, kGroups = kStagingWords / kGroupWords;
+
+    void write_word(uint64_t* address, uint64_t value) {
+        if (memops_) {
+            // The default flags fence the stream's earlier writes (the copies) before this one.
+            jit::check_cu(jit::driver().cuStreamWriteValue64(reinterpret_cast<CUstream>(stream_),
+                                                             reinterpret_cast<CUdeviceptr>(address), value,
+                                                             CU_STREAM_WRITE_VALUE_DEFAULT),
+                          "cuStreamWriteValue64", "(emulated network)");
+            return;
+        }
+        // A staging word may be rewritten only once the copy that read it has run: words are used
+        // in groups, and a group's event (recorded after its last copy) is waited for before reuse.
+        const size_t index = staging_next_ % kStagingWords, group = index / kGroupWords;
+        if (index % kGroupWords == 0 && group_recorded_[group]) SY_CUDA_CHECK(cudaEventSynchronize(group_done_[group]));
+        staging_[index] = value;
+        SY_CUDA_CHECK(cudaMemcpyAsync(address, staging_ + index, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+        ++staging_next_;
+        if (staging_next_ % kGroupWords == 0) {
+            SY_CUDA_CHECK(cudaEventRecord(group_done_[group], stream_));
+            group_recorded_[group] = true;
+        }
+    }
+
+    int device_;
+    cudaStream_t stream_;
+    uint8_t* local_window_;
+    std::vector<uint8_t*> windows_;  // [R] as mapped in this process (null for ranks never reached)
+    std::vector<uint64_t*> states_;  // [R] network states as mapped here
+    int32_t own_rank_ = 0;
+    bool memops_ = false;
+    bool batch_copies_ = true;
+    bool batch_worked_ = false;
+    std::vector<void*> dsts_;
+    std::vector<const void*> srcs_;
+    std::vector<size_t> sizes_;
+    uint64_t* staging_ = nullptr;
+    size_t staging_next_ = 0;
+    cudaEvent_t group_done_[kGroups] = {};
+    bool group_recorded_[kGroups] = {};
+};
+
+EmulatedNetwork::EmulatedNetwork(const Setup& setup) : Network(setup.layout, setup.device), setup_(setup) {
+    const Topology& topology = *setup.topology;
+    rank_ = topology.rank;
+    const BufferConfig& config = setup.config;
+    SY_CUDA_CHECK(cudaSetDevice(setup.device));
+
+    // This rank's network state, mapped into the other ranks of the host for their engines.
+    state_ = std::make_unique<comm::SymmetricMemory>(*setup.communicator, topology, setup.device,
+                                                     static_cast<size_t>(EmulatedNetState::kBytes), setup.timeout);
+    {
+        const auto rings = util::allocate_mapped_host<device::NetDescriptor>(size_t(num_contexts_) * kRingSlots);
+        rings_host_ = rings.host;
+        rings_device_ = rings.device;
+        const auto consumed = util::allocate_mapped_host<uint64_t>(size_t(device::kNetMaxContexts));
+        consumed_host_ = consumed.host;
+        consumed_device_ = consumed.device;
+    }
+    ring_ = std::make_unique<DescriptorRing>(rings_host_, consumed_host_, num_contexts_, kRingSlots);
+
+    context_.rings = rings_device_;
+    context_.ring_consumed = consumed_device_;
+    context_.state = reinterpret_cast<uint64_t*>(state_->local());
+    context_.window_bytes = setup.windows->bytes();
+    context_.ring_slots = kRingSlots;
+    context_.num_contexts = num_contexts_;
+    context_.rank = rank_;
+    context_.node = layout_.node;
+    context_.num_nodes = layout_.num_nodes;
+    context_.local_index = layout_.local_index;
+    context_.ranks_per_node = layout_.ranks_per_node;
+
+    stream_ = core::acquire_stream(setup.device);
+    std::vector<uint8_t*> windows(size_t(topology.num_ranks), nullptr);
+    std::vector<uint64_t*> states(size_t(topology.num_ranks), nullptr);
+    for (int32_t r = 0; r < topology.num_ranks; ++r) {
+        // The engine reaches its rail peers (and itself, for counters and loopback puts) only.
+        if (layout_.local_index_of(r) != layout_.local_index) continue;
+        windows[r] = setup.windows->peer(r);
+        states[r] = reinterpret_cast<uint64_t*>(state_->peer(r));
+        if (!windows[r] || !states[r])
+            throw UnsupportedError("switchyard: the emulated network of rank " + std::to_string(rank_) +
+                                   " cannot map rank " + std::to_string(r) + "'s buffer (not on this host)");
+    }
+    executor_ = std::make_unique<CudaExecutor>(setup.device, stream_, setup.windows->local(), std::move(windows),
+                                               std::move(states));
+    executor_->set_own_rank(rank_);
+
+    SchedulerConfig scheduler;
+    scheduler.rank = rank_;
+    scheduler.num_nodes = layout_.num_nodes;
+    scheduler.ranks_per_node = layout_.ranks_per_node;
+    scheduler.num_contexts = num_contexts_;
+    scheduler.window_bytes = setup.windows->bytes();
+    scheduler.bytes_per_ns = config.network_bandwidth_gbps;  // GB/s = bytes per ns
+    scheduler.latency_ns = static_cast<int64_t>(config.network_latency_us * 1e3);
+    scheduler.adversarial = config.network_adversarial;
+    scheduler.withhold = config.network_withhold_rank == rank_;
+    scheduler.seed = 0x5eed + uint64_t(rank_);
+    scheduler_ = std::make_unique<Scheduler>(scheduler, *executor_);
+    stats_snapshot_ = scheduler_->stats();
+
+    thread_ = std::thread([this] { run(); });
+}
+
+EmulatedNetwork::~EmulatedNetwork() {
+    shutdown();
+    if (rings_host_) cudaFreeHost(rings_host_);
+    if (consumed_host_) cudaFreeHost(consumed_host_);
+    executor_.reset();
+    state_.reset();
+}
+
+void EmulatedNetwork::shutdown() {
+    if (shut_down_) return;
+    shut_down_ = true;
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    cudaSetDevice(setup_.device);
+    if (stream_) {
+        cudaStreamSynchronize(stream_);  // nothing of this rank's lands anywhere after this
+        core::release_stream(setup_.device, stream_);
+        stream_ = nullptr;
+    }
+}
+
+int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
+    took = false;
+    for (int32_t context = 0; context < num_contexts_; ++context) {
+        const int taken = ring_->take(context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
+            const std::string problem = scheduler_->accept(context, position, request, now_ns);
+            if (!problem.empty()) report_refused(context, request, problem);
+        });
+        took = took || taken > 0;
+    }
+    return scheduler_->issue(now_ns);
+}
+
+void EmulatedNetwork::run() {
+    if (cudaSetDevice(setup_.device) != cudaSuccess) {
+        failed_ = true;
+        return;
+    }
+    // A capture in global mode on another thread (a framework capturing its step) must not make
+    // this thread's stream queries and copies on its own, uncaptured stream illegal.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    int64_t last_activity = steady_ns();
+    bool had_work = false;
+    while (!stop_.load(std::memory_order_acquire)) {
+        if (pause_requested_.load(std::memory_order_acquire)) {
+            paused_.store(true, std::memory_order_release);
+            while (pause_requested_.load(std::memory_order_acquire) && !stop_.load(std::memory_order_acquire))
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+            paused_.store(false, std::memory_order_release);
+            last_activity = steady_ns();
+            continue;
+        }
+        const int64_t now = steady_ns();
+        int64_t due = kNever;
+        bool took = false;
+        if (!failed_.load(std::memory_order_relaxed)) {
+            try {
+                due = pass(now, took);
+            } catch (const std::exception& error) {
+                std::lock_guard<std::mutex> lock(stats_mutex_);
+                failure_ = error.what();
+                failed_ = true;
+                std::fprintf(stderr, "[switchyard] rank %d: the emulated network's engine stopped: %s\n", rank_,
+                             error.what());
+            }
+        }
+        const uint64_t number = pass_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
+        const bool pending = scheduler_->has_pending();
+        if (took || pending || had_work) {
+            // Accounting for stats(), refreshed while there is work (and once after it).
+            std::lock_guard<std::mutex> lock(stats_mutex_);
+            stats_snapshot_ = scheduler_->stats();
+        }
+        had_work = took || pending;
+        if (took) last_activity = now;
+        if (!took && !pending && cudaStreamQuery(stream_) == cudaSuccess)
+            quiet_pass_.store(number, std::memory_order_release);
+        if (took) continue;
+        // Nothing new: wait for the next due work, spinning while the network is in use (a 3 us
+        // latency cannot be slept) and polling slowly once it has been idle for a while.
+        const int64_t after = steady_ns();
+        if (due != kNever && due <= after) continue;
+        if (!pending && after - last_activity > kSpinAfterActivityNs)
+            std::this_thread::sleep_for(kIdlePoll);
+        else
+            std::this_thread::yield();
+    }
+}
+
+void EmulatedNetwork::report_refused(int32_t context, const device::NetDescriptor& request,
+                                     const std::string& problem) {
+    if (!reported_refusal_) {
+        reported_refusal_ = true;
+        std::fprintf(stderr, "[switchyard] rank %d: the emulated network refused a request: %s\n", rank_,
+                     problem.c_str());
+    }
+    device::ErrorRecord* record = setup_.host_record;
+    if (record && reinterpret_cast<volatile device::ErrorRecord*>(record)->kind == device::kErrorNone) {
+        record->rank = rank_;
+        record->peer = request.peer_node >= 0 && request.peer_node < layout_.num_nodes
+                           ? layout_.rail_peer(request.peer_node)
+                           : -1;
+        record->phase = device::kPhaseNetwork;
+        record->expected = setup_.windows->bytes();
+        record->observed = request.dst_offset + request.bytes;
+        record->elapsed_ns = 0;
+        record->detail[device::kNetDetailPeerNode] = request.peer_node;
+        record->detail[device::kNetDetailId] = request.signal_id == device::kNetNone ? -1 : int64_t(request.signal_id);
+        record->detail[device::kNetDetailContext] = context;
+        record->detail[device::kNetDetailWhat] = 0;  // refused by the engine (the kernel checks first)
+        record->detail[device::kNetDetailTransport] = device::kNetTransportMarker;
+        std::atomic_thread_fence(std::memory_order_release);
+        reinterpret_cast<volatile device::ErrorRecord*>(record)->kind = device::kErrorNetworkRequest;
+    }
+    if (setup_.poison) executor_->poison(setup_.poison);
+}
+
+bool EmulatedNetwork::drain(std::chrono::milliseconds timeout) {
+    if (failed_.load()) return false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    // Two passes that begin after this call: the first one may have started before the caller's
+    // last kernel published its requests.
+    const uint64_t target = pass_count_.load(std::memory_order_acquire) + 2;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (failed_.load()) return false;
+        if (quiet_pass_.load(std::memory_order_acquire) >= target) return true;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return false;
+}
+
+void EmulatedNetwork::pause() {
+    pause_requested_.store(true, std::memory_order_release);
+    while (!paused_.load(std::memory_order_acquire) && thread_.joinable() && !stop_.load())
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+void EmulatedNetwork::unpause() {
+    pause_requested_.store(false, std::memory_order_release);
+}
+
+void EmulatedNetwork::stop_for_reset(std::chrono::milliseconds) {
+    pause();
+    // What is queued is dropped; what is in the stream lands before this returns.
+    scheduler_->clear();
+    SY_CUDA_CHECK(cudaSetDevice(setup_.device));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void EmulatedNetwork::clear_for_reset() {
+    // Every rank's engine has stopped (the ranks passed a barrier since stop_for_reset) and no
+    // kernel runs: rings, positions and state start over.
+    ring_->clear();
+    SY_CUDA_CHECK(cudaSetDevice(setup_.device));
+    SY_CUDA_CHECK(cudaMemsetAsync(state_->local(), 0, static_cast<size_t>(EmulatedNetState::kBytes), stream_));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        failure_.clear();
+    }
+    reported_refusal_ = false;
+    failed_ = false;
+    scheduler_->stop_withholding();  // a withheld rank's network comes back with the reset
+    check_ = CheckState{check_.results_device, check_.results_host};
+}
+
+void EmulatedNetwork::resume_after_reset() {
+    unpause();
+}
+
+std::string EmulatedNetwork::failure() const {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return failure_;
+}
+
+NetworkStats EmulatedNetwork::stats() const {
+    NetworkStats out;
+    out.backend = "emulated";
+    out.num_nodes = layout_.num_nodes;
+    out.ranks_per_node = layout_.ranks_per_node;
+    out.node = layout_.node;
+    out.local_index = layout_.local_index;
+    out.accounted = true;
+    out.signal_writes = executor_->memops() ? "stream memory operations" : "8-byte copies from pinned memory";
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    out.bytes_to_rank = stats_snapshot_.bytes_delivered;
+    out.bytes_requested_to_rank = stats_snapshot_.bytes_requested;
+    out.puts_to_rank = stats_snapshot_.puts;
+    out.signals_to_rank = stats_snapshot_.signals;
+    out.copies = stats_snapshot_.copies;
+    out.flushes = stats_snapshot_.flushes;
+    out.bytes_withheld = stats_snapshot_.bytes_withheld;
+    out.invalid_requests = stats_snapshot_.invalid_requests;
+    return out;
+}
+
+}  // namespace switchyard::net

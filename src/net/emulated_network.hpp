@@ -1,0 +1,109 @@
+// The emulated network (tests and benchmarks on one host): a CPU-scheduled engine per rank, like
+// GIN's proxy backend.
+//
+// Kernels write 64-byte request descriptors into this rank's rings (one per context, mapped host
+// memory; transport/net_emulated.cuh). One engine thread per rank, started with the buffer and
+// stopped with it, takes them in position order, lets the Scheduler (emulated_scheduler.hpp)
+// decide order, coalescing, pacing and latency, and executes the work on one CUDA stream of its
+// own: payload with the copy engines (cudaMemcpyBatchAsync, device to device, into the
+// destination rank's window as this process maps it), then signals, counters and flush reports
+// with stream memory operations (cuStreamWriteValue64; 8-byte copies from pinned memory where the
+// driver lacks them). The stream keeps everything in the order the scheduler issued it, so a
+// signal lands after the payload before it. The engine needs no kernel to run and holds no SM, so
+// co-located ranks' spinning kernels cannot starve it, and it works under CUDA-graph replay.
+//
+// The pointers the engine uses for other nodes' windows and states never reach a kernel: kernels
+// see only their own rings, state and window offsets.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/symmetric_memory.hpp"
+#include "net/descriptor_ring.hpp"
+#include "net/emulated_scheduler.hpp"
+#include "net/network.hpp"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/communicator.hpp"
+
+namespace switchyard::net {
+
+class EmulatedNetwork final : public Network {
+  public:
+    struct Setup {
+        Communicator* communicator = nullptr;
+        const Topology* topology = nullptr;
+        comm::NodeLayout layout;
+        const comm::SymmetricMemory* windows = nullptr;  // the buffers (every rank on this host mapped)
+        int device = 0;
+        BufferConfig config;
+        device::ErrorRecord* host_record = nullptr;  // where a refused request is reported
+        uint32_t* poison = nullptr;                  // the buffer's poison word (device memory)
+        std::chrono::milliseconds timeout{100000};
+    };
+
+    // Collective: allocates this rank's rings and network state, maps the other ranks' states,
+    // starts the engine thread.
+    explicit EmulatedNetwork(const Setup& setup);
+    ~EmulatedNetwork() override;
+
+    NetworkKind kind() const override { return NetworkKind::kEmulated; }
+    device::EmulatedNetContext emulated_context() const override { return context_; }
+    bool drain(std::chrono::milliseconds timeout) override;
+    void stop_for_reset(std::chrono::milliseconds timeout) override;
+    void clear_for_reset() override;
+    void resume_after_reset() override;
+    void shutdown() override;
+    NetworkStats stats() const override;
+    std::string failure() const override;
+
+    // Descriptors per context ring.
+    static constexpr uint32_t kRingSlots = 8192;
+
+  private:
+    class CudaExecutor;
+
+    void run();
+    // One pass: take new descriptors, issue what is due. Returns when the engine next has work
+    // (kNever: none pending), and whether it took descriptors.
+    int64_t pass(int64_t now_ns, bool& took);
+    void report_refused(int32_t context, const device::NetDescriptor& request, const std::string& problem);
+    void pause();
+    void unpause();
+
+    Setup setup_;
+    int32_t rank_ = 0;
+    int32_t num_contexts_ = device::kNetMaxContexts;
+    std::unique_ptr<comm::SymmetricMemory> state_;  // EmulatedNetState of every rank on this host
+    device::NetDescriptor* rings_host_ = nullptr;   // [contexts][kRingSlots], mapped pinned memory
+    device::NetDescriptor* rings_device_ = nullptr;
+    uint64_t* consumed_host_ = nullptr;  // [contexts]: positions taken, mapped pinned memory
+    uint64_t* consumed_device_ = nullptr;
+    device::EmulatedNetContext context_{};
+    std::unique_ptr<DescriptorRing> ring_;
+
+    cudaStream_t stream_ = nullptr;
+    std::unique_ptr<CudaExecutor> executor_;
+    std::unique_ptr<Scheduler> scheduler_;
+
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> pause_requested_{false};
+    std::atomic<bool> paused_{false};
+    std::atomic<uint64_t> pass_count_{0};
+    std::atomic<uint64_t> quiet_pass_{0};  // the latest pass that found nothing to do and the stream idle
+    std::atomic<bool> failed_{false};
+
+    mutable std::mutex stats_mutex_;
+    SchedulerStats stats_snapshot_;
+    std::string failure_;  // under stats_mutex_
+    bool reported_refusal_ = false;
+    bool shut_down_ = false;
+};
+
+}  // namespace switchyard::net

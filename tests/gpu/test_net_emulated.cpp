@@ -1,0 +1,272 @@
+// The emulated network on the GPU (ranks as threads on one GPU, emulated nodes 2x1, 2x2 and 4x1):
+// delivery and strong signals under every adversarial mode, counters and flush, byte accounting
+// against the bytes put, the bandwidth cap, the latency floor, and a withheld rank: its peers raise
+// TimeoutError naming the network phase and the peer node within the timeout, nothing lands in
+// their receive regions, and reset() recovers. Everything goes through Buffer::check_network
+// (transport/net_check.cuh), which checks what arrives against the contract on the GPU.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/gpu_harness.hpp"
+#include "common/testing.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/network.hpp"
+
+using namespace switchyard;
+using namespace switchyard::testing;
+
+namespace {
+
+struct Shape {
+    int nodes;
+    int per_node;
+    int ranks() const { return nodes * per_node; }
+    std::string name() const { return std::to_string(nodes) + "x" + std::to_string(per_node); }
+};
+const Shape kShapes[] = {{2, 1}, {2, 2}, {4, 1}};
+
+// Data regions of a few tens of MB (HT capacities), emulated nodes, the network as given.
+BufferConfig network_config(int nodes, uint32_t adversarial = 0) {
+    BufferConfig config;
+    config.max_tokens_per_rank = 512;
+    config.max_hidden = 7168;
+    config.max_topk = 8;
+    config.max_experts = 64;
+    config.emulated_nodes = nodes;
+    config.timeout_seconds = 20;
+    config.network_adversarial = adversarial;
+    return config;
+}
+
+std::string mode_name(uint32_t mode) {
+    if (mode == 0) return "plain";
+    std::string name;
+    if (mode & kNetworkReorderPuts) name += "reorder+";
+    if (mode & kNetworkLateSourceReads) name += "late-reads+";
+    if (mode & kNetworkContextsOutOfOrder) name += "contexts+";
+    name.pop_back();
+    return name;
+}
+
+void check_clean(const NetworkCheckResult& result, const std::string& what) {
+    SY_CHECK_MSG(result.bad_slots == 0, what << ": " << result.bad_slots << " bad slot(s), first from node "
+                                              << result.first_bad_node << " put " << result.first_bad_put);
+}
+
+}  // namespace
+
+SY_TEST(NetEmulated, DeliveryAndAccountingInEveryShape) {
+    require_gpus(1);
+    for (const Shape& shape : kShapes) {
+        std::printf("  %s\n", shape.name().c_str());
+        std::vector<NetworkStats> stats(size_t(shape.ranks()));
+        std::mutex mutex;
+        NetworkCheck check;
+        check.rounds = 3;
+        check.puts_per_round = 48;
+        check.puts_per_signal = 5;
+        check.put_bytes = 8 << 10;
+        check.num_contexts = 2;
+        run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+            Buffer buffer(env.communicator, env.device, network_config(shape.nodes));
+            SY_CHECK_EQ(buffer.network_stats().backend, std::string("emulated"));
+            const NetworkCheckResult result = buffer.check_network(check, env.stream);
+            check_clean(result, shape.name());
+            buffer.synchronize();  // the network delivered what the check asked
+            std::lock_guard<std::mutex> lock(mutex);
+            stats[size_t(env.rank)] = buffer.network_stats();
+        });
+        // Every rank put rounds x puts x bytes to its rail peer on each other node, nothing else.
+        const uint64_t per_peer = uint64_t(check.rounds) * check.puts_per_round * check.put_bytes;
+        for (int rank = 0; rank < shape.ranks(); ++rank) {
+            const NetworkStats& s = stats[size_t(rank)];
+            SY_CHECK(s.accounted);
+            for (int peer = 0; peer < shape.ranks(); ++peer) {
+                const bool rail = peer % shape.per_node == rank % shape.per_node && peer / shape.per_node != rank / shape.per_node;
+                SY_CHECK_EQ(s.bytes_to_rank[size_t(peer)], rail ? per_peer : 0);
+                SY_CHECK_EQ(s.bytes_requested_to_rank[size_t(peer)], rail ? per_peer : 0);
+                SY_CHECK_EQ(s.puts_to_rank[size_t(peer)], rail ? uint64_t(check.rounds) * check.puts_per_round : 0);
+            }
+            SY_CHECK_EQ(s.bytes_withheld, uint64_t(0));
+            SY_CHECK_EQ(s.invalid_requests, uint64_t(0));
+            std::printf("    rank %d: %llu copies for %d puts, signals by %s\n", rank, (unsigned long long)s.copies,
+                        check.rounds * check.puts_per_round * (shape.nodes - 1), s.signal_writes.c_str());
+        }
+        const std::vector<uint64_t> pairs = bytes_by_node_pair(stats);
+        for (int from = 0; from < shape.nodes; ++from)
+            for (int to = 0; to < shape.nodes; ++to)
+                SY_CHECK_EQ(pairs[size_t(from * shape.nodes + to)], from == to ? 0 : per_peer * shape.per_node);
+    }
+}
+
+SY_TEST(NetEmulated, StrongSignalsUnderAdversarialModes) {
+    require_gpus(1);
+    const uint32_t modes[] = {kNetworkReorderPuts, kNetworkLateSourceReads, kNetworkContextsOutOfOrder,
+                              kNetworkReorderPuts | kNetworkLateSourceReads | kNetworkContextsOutOfOrder};
+    for (const Shape& shape : {kShapes[1], kShapes[2]}) {
+        for (uint32_t mode : modes) {
+            std::printf("  %s %s\n", shape.name().c_str(), mode_name(mode).c_str());
+            run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+                Buffer buffer(env.communicator, env.device, network_config(shape.nodes, mode));
+                NetworkCheck check;
+                check.puts_per_round = 96;
+                check.puts_per_signal = 7;
+                check.put_bytes = 4 << 10;
+                for (int contexts : {1, 4}) {
+                    check.num_contexts = contexts;
+                    check.seed = uint32_t(contexts);
+                    check_clean(buffer.check_network(check, env.stream), mode_name(mode));
+                }
+                // Counters and flush: a reused source is rewritten only after it was read.
+                NetworkCheck reuse;
+                reuse.pattern = NetworkCheck::Pattern::kReuse;
+                reuse.rounds = 24;
+                reuse.put_bytes = 16 << 10;
+                reuse.num_contexts = 2;
+                check_clean(buffer.check_network(reuse, env.stream), mode_name(mode) + " counters");
+                reuse.use_flush = true;
+                check_clean(buffer.check_network(reuse, env.stream), mode_name(mode) + " flush");
+                buffer.synchronize();
+            });
+        }
+    }
+}
+
+SY_TEST(NetEmulated, BandwidthCap) {
+    require_gpus(1);
+    // 2 x 1: each rank streams ~2.3 GB to the other at the default 46 GB/s cap (a ~50 ms run); the
+    // receiver's rate is the sender's bytes over (its last signal - the sender's start).
+    for (double cap : {46.0, 12.0}) {
+        std::vector<NetworkCheckResult> results(2);
+        run_ranks(2, 1, [&](RankEnv& env) {
+            BufferConfig config = network_config(2);
+            config.network_bandwidth_gbps = cap;
+            Buffer buffer(env.communicator, env.device, config);
+            NetworkCheck check;
+            check.puts_per_round = 64;
+            check.puts_per_signal = 16;
+            check.put_bytes = 64 << 10;
+            check.num_contexts = 2;
+            check.check_every_signal = false;
+            check.rounds = int32_t(cap * 1e9 * 0.05 / double(check.puts_per_round * check.put_bytes));
+            results[size_t(env.rank)] = buffer.check_network(check, env.stream);
+            check_clean(results[size_t(env.rank)], "bandwidth");
+        });
+        for (int rank = 0; rank < 2; ++rank) {
+            const NetworkCheckResult& mine = results[size_t(rank)];
+            const NetworkCheckResult& peer = results[size_t(1 - rank)];
+            const double seconds = double(mine.receive_end_ns - peer.send_start_ns) / 1e9;
+            const double rate = double(peer.bytes_sent) / seconds / 1e9;
+            std::printf("  cap %.0f GB/s: rank %d received %.1f MB in %.2f ms: %.2f GB/s (%.3f of the cap)\n", cap,
+                        rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
+            SY_CHECK(rate >= 0.9 * cap);
+            SY_CHECK(rate <= 1.03 * cap);
+        }
+    }
+}
+
+SY_TEST(NetEmulated, LatencyFloor) {
+    require_gpus(1);
+    for (double latency_us : {3.0, 25.0}) {
+        for (uint64_t bytes : {uint64_t(0), uint64_t(4096)}) {
+            std::vector<NetworkCheckResult> results(2);
+            run_ranks(2, 1, [&](RankEnv& env) {
+                BufferConfig config = network_config(2);
+                config.network_latency_us = latency_us;
+                Buffer buffer(env.communicator, env.device, config);
+                NetworkCheck check;
+                check.pattern = NetworkCheck::Pattern::kPingPong;
+                check.rounds = 200;
+                check.put_bytes = bytes;
+                results[size_t(env.rank)] = buffer.check_network(check, env.stream);
+            });
+            const NetworkCheckResult& node0 = results[0];
+            std::printf("  latency %.0f us, %s: round trips %.1f-%.1f us\n", latency_us,
+                        bytes ? "4 KiB puts" : "bare signals", node0.round_trip_min_ns / 1e3,
+                        node0.round_trip_max_ns / 1e3);
+            // Two hops, each at least the latency after the engine saw the request.
+            SY_CHECK(node0.round_trip_min_ns >= int64_t(2 * latency_us * 1e3));
+            SY_CHECK(node0.round_trip_max_ns < int64_t(2 * latency_us * 1e3) + 2'000'000);
+        }
+    }
+}
+
+SY_TEST(NetEmulated, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
+    require_gpus(1);
+    // 2 x 2: rank 3 (node 1, local index 1) delivers nothing until the first reset. Its rail peer,
+    // rank 1 (node 0, local index 1), waits for it and must time out naming node 1; rank 3 still
+    // receives from rank 1, and the other rail (ranks 0 and 2) is unaffected.
+    const Shape shape{2, 2};
+    const double timeout = 2.0;
+    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+        BufferConfig config = network_config(shape.nodes);
+        config.timeout_seconds = timeout;
+        config.network_withhold_rank = 3;
+        Buffer buffer(env.communicator, env.device, config);
+        NetworkCheck check;
+        check.puts_per_round = 16;
+        check.puts_per_signal = 4;
+        check.put_bytes = 4 << 10;
+        // The receive region (after the source region) holds a poison pattern before the check.
+        const size_t receive = buffer.data_offset() + size_t(shape.nodes) * check.puts_per_round * check.put_bytes;
+        const size_t receive_bytes = size_t(shape.nodes) * check.puts_per_round * check.put_bytes;
+        SY_CUDA_CHECK(cudaMemset(buffer.local_memory() + receive, 0xA5, receive_bytes));
+        SY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+        env.communicator->barrier(std::chrono::seconds(30));
+        const auto start = std::chrono::steady_clock::now();
+        if (env.rank == 1) {
+            try {
+                buffer.check_network(check, env.stream);
+                SY_CHECK_MSG(false, "rank 1 should have timed out waiting for node 1");
+            } catch (const TimeoutError& error) {
+                const double waited =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+                const std::string message = error.what();
+                std::printf("  rank 1 after %.2f s: %s\n", waited, message.c_str());
+                SY_CHECK_EQ(error.phase(), std::string("network"));
+                SY_CHECK_EQ(error.peer(), 3);
+                SY_CHECK(message.find("on node 1 over the network") != std::string::npos);
+                SY_CHECK(waited < timeout + 5.0);
+            }
+            // Nothing from node 1 landed: its slots still hold the poison.
+            std::vector<uint8_t> bytes(receive_bytes / size_t(shape.nodes));
+            SY_CUDA_CHECK(cudaMemcpy(bytes.data(), buffer.local_memory() + receive + bytes.size(), bytes.size(),
+                                  cudaMemcpyDeviceToHost));
+            for (uint8_t byte : bytes) SY_CHECK_EQ(int(byte), 0xA5);
+            SY_CHECK_THROWS(buffer.check_errors(), TimeoutError);
+        } else {
+            check_clean(buffer.check_network(check, env.stream), "unaffected rank");
+        }
+        // Collective recovery; the withheld rank delivers again after the reset.
+        buffer.reset();
+        check_clean(buffer.check_network(check, env.stream), "after reset");
+        buffer.synchronize();
+        SY_CHECK_EQ(buffer.network_stats().bytes_withheld, env.rank == 3 ? uint64_t(check.puts_per_round) * check.put_bytes : 0);
+    });
+}
+
+SY_TEST(NetEmulated, OneNodeHasNoNetworkAndTheGpuBarrierStaysInANode) {
+    require_gpus(1);
+    run_ranks(2, 1, [&](RankEnv& env) {
+        BufferConfig config = network_config(0);
+        Buffer single(env.communicator, env.device, config);
+        SY_CHECK_EQ(single.network_stats().backend, std::string("none"));
+        SY_CHECK_THROWS_WITH(single.check_network(NetworkCheck{}, env.stream), UnsupportedError, "one node");
+        single.barrier(env.stream);
+        single.synchronize();
+    });
+    run_ranks(4, 1, [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, network_config(2));
+        // Kernels hold no pointer into another node's memory: the GPU barrier refuses to span nodes.
+        SY_CHECK_THROWS_WITH(buffer.barrier(env.stream), UnsupportedError, "one node");
+        // The host still maps the other node's buffers for the emulated network's engine.
+        SY_CHECK(buffer.peer_memory((env.rank + 2) % 4) != nullptr);
+    });
+}
+
+SY_TEST_MAIN()
