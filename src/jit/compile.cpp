@@ -22,14 +22,15 @@ namespace switchyard::jit {
 namespace {
 
 // Bumped whenever the cache layout or the meaning of a cached field changes.
-constexpr const char* kCacheFormat = "switchyard-jit-key-v1";
+constexpr const char* kCacheFormat = "switchyard-jit-key-v2";
 
-std::string cache_key(const std::string& generated, const std::vector<std::string>& flags,
-                      const std::string& arch, Compiler compiler) {
+std::string cache_key(const KernelSource& source, const std::string& generated,
+                      const std::vector<std::string>& flags, const std::string& arch, Compiler compiler) {
     Hasher128 hasher;
     hasher.field(kCacheFormat);
     hasher.field(generated);
-    hasher.field(headers_digest());  // any edit to any device header invalidates every entry
+    // The headers this kernel compiles (its include closure): an edit elsewhere keeps its cubin.
+    hasher.field(include_closure_digest(source.header));
     hasher.field(arch);
     if (compiler == Compiler::kNvccNccl) {
         // Its own key: nvcc's version and the NCCL headers' (ncclDevComm changes between versions).
@@ -107,9 +108,10 @@ CompiledKernel compile_fresh(const KernelSource& source, const std::string& gene
     if (knobs.dump_ptx && !nvcc) write_file_atomic(paths.ptx, nvrtc.ptx);
     if (knobs.debug) {
         std::ostringstream message;
-        message << "compiled " << describe(source, arch) << (nvcc ? " with nvcc" : "") << " in " << static_cast<int>(ms)
-                << " ms: " << kernel.num_registers << " registers, " << kernel.spill_bytes << " spill bytes, "
-                << kernel.stack_bytes << " stack bytes -> " << paths.cubin;
+        message << "compiled " << describe(source, arch) << (nvcc ? " with nvcc" : "") << " in "
+                << static_cast<int>(ms) << " ms: " << kernel.num_registers << " registers, "
+                << kernel.spill_bytes << " spill bytes, " << kernel.stack_bytes << " stack bytes -> "
+                << paths.cubin;
         if (knobs.dump_ptx) message << " (+ " << paths.ptx << ")";
         debug_log(message.str());
     }
@@ -129,7 +131,7 @@ CompiledKernel compile(const KernelSource& source, const CompileOptions& options
     const bool nvcc = effective.compiler == Compiler::kNvccNccl;
     const std::vector<std::string> flags =
         nvcc ? nvcc_flags(effective, nvcc_toolchain()) : compile_flags(effective);
-    const std::string key = cache_key(generated, flags, effective.arch, effective.compiler);
+    const std::string key = cache_key(source, generated, flags, effective.arch, effective.compiler);
     const CachePaths paths = cache_paths(knobs.cache_dir, source.family, key);
     ensure_cache_dir(paths.dir);
 
@@ -150,7 +152,8 @@ CompiledKernel compile(const KernelSource& source, const CompileOptions& options
         } else {
             if (knobs.debug && !cached && std::filesystem::exists(paths.cubin))
                 debug_log("cache entry " + paths.cubin + " is incomplete or corrupt; recompiling");
-            kernel = compile_fresh(source, generated, flags, effective.arch, paths, knobs, effective.compiler);
+            kernel =
+                compile_fresh(source, generated, flags, effective.arch, paths, knobs, effective.compiler);
         }
         kernel.key = key;
     }

@@ -1,8 +1,12 @@
 #include "jit/embedded_headers.hpp"
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <set>
+#include <string_view>
 
+#include "jit/hash.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::jit {
@@ -39,7 +43,8 @@ std::vector<EmbeddedFile> all_headers() {
     std::lock_guard<std::mutex> lock(sets_mutex());
     std::vector<EmbeddedFile> files(embedded::kLibraryHeaders.files,
                                     embedded::kLibraryHeaders.files + embedded::kLibraryHeaders.num_files);
-    for (const EmbeddedHeaderSet* set : extra_sets()) files.insert(files.end(), set->files, set->files + set->num_files);
+    for (const EmbeddedHeaderSet* set : extra_sets())
+        files.insert(files.end(), set->files, set->files + set->num_files);
     return files;
 }
 
@@ -48,6 +53,33 @@ std::string headers_digest() {
     std::string digest = embedded::kLibraryHeaders.digest;
     for (const EmbeddedHeaderSet* set : extra_sets()) digest += std::string("+") + set->digest;
     return digest;
+}
+
+std::string include_closure_digest(const std::string& header) {
+    std::map<std::string_view, std::string_view> files;
+    const std::vector<EmbeddedFile> headers = all_headers();
+    for (const EmbeddedFile& file : headers)
+        files.emplace(file.path, std::string_view(file.contents, file.size));
+    std::set<std::string_view> closure;
+    std::vector<std::string_view> pending = {header};
+    while (!pending.empty()) {
+        const std::string_view path = pending.back();
+        pending.pop_back();
+        const auto found = files.find(path);
+        if (found == files.end() || !closure.insert(found->first).second) continue;
+        const std::string_view text = found->second;
+        for (size_t at = text.find("#include \""); at != std::string_view::npos;
+             at = text.find("#include \"", at + 1)) {
+            const size_t begin = at + 10, end = text.find('"', begin);
+            if (end != std::string_view::npos) pending.push_back(text.substr(begin, end - begin));
+        }
+    }
+    Hasher128 hasher;  // the closure in path order: paths and contents
+    for (const std::string_view path : closure) {
+        hasher.field(std::string(path));
+        hasher.field(std::string(files.at(path)));
+    }
+    return hasher.hex();
 }
 
 }  // namespace switchyard::jit

@@ -30,8 +30,11 @@ extern const EmbeddedHeaderSet kLibraryHeaders;  // generated from kernels/
 // same set twice is a no-op; a path already known is an InvalidArgument. Thread-safe.
 void add_header_set(const EmbeddedHeaderSet& set);
 
-// Every header known now (library first), and the digest of them all for the cache key.
+// Every header known now (library first), and the digest of them all.
 std::vector<EmbeddedFile> all_headers();
 std::string headers_digest();
+// The digest of `header` and every embedded header it includes, directly or not (#include "..."
+// lines naming an embedded path): a kernel's cache key changes only when code it compiles changes.
+std::string include_closure_digest(const std::string& header);
 
 }  // namespace switchyard::jit

@@ -15,6 +15,7 @@
 
 #include "common/testing.hpp"
 #include "jit/hash.hpp"
+#include "jit/embedded_headers.hpp"
 #include "jit/jit.hpp"
 #include "jit/ptxas_log.hpp"
 #include "switchyard/errors.hpp"
@@ -333,6 +334,31 @@ SY_TEST(jit, dump_ptx_and_sass_knobs) {
     else
         std::printf(
             "  (no cuobjdump/nvdisasm here: the SASS dump printed why and the compile still succeeded)\n");
+}
+
+SY_TEST(jit, cache_key_follows_the_include_closure) {
+    // A header's digest covers the embedded headers it includes, directly or not, and nothing else:
+    // an unrelated header set leaves it alone, a header that its includes name changes it.
+    static const char kA[] = "#include \"closure/b.cuh\"\n", kB[] = "#include \"closure/late.cuh\"\nint b;\n",
+                      kC[] = "int c;\n", kLate[] = "int late;\n", kOther[] = "int other;\n";
+    static const jit::EmbeddedFile kFirst[] = {{"closure/a.cuh", kA, sizeof(kA) - 1},
+                                               {"closure/b.cuh", kB, sizeof(kB) - 1},
+                                               {"closure/c.cuh", kC, sizeof(kC) - 1}};
+    static const jit::EmbeddedFile kUnrelated[] = {{"closure/other.cuh", kOther, sizeof(kOther) - 1}};
+    static const jit::EmbeddedFile kLateSet[] = {{"closure/late.cuh", kLate, sizeof(kLate) - 1}};
+    static const jit::EmbeddedHeaderSet first{kFirst, 3, "closure-first"},
+        unrelated{kUnrelated, 1, "closure-u"}, late{kLateSet, 1, "closure-late"};
+    jit::add_header_set(first);
+    const std::string a = jit::include_closure_digest("closure/a.cuh"),
+                      c = jit::include_closure_digest("closure/c.cuh");
+    SY_CHECK(a != c);
+    SY_CHECK(jit::include_closure_digest("closure/b.cuh") != a);
+    jit::add_header_set(unrelated);
+    SY_CHECK_EQ(jit::include_closure_digest("closure/a.cuh"), a);
+    SY_CHECK_EQ(jit::include_closure_digest("closure/c.cuh"), c);
+    jit::add_header_set(late);  // b includes it: a's closure grows, c's does not
+    SY_CHECK(jit::include_closure_digest("closure/a.cuh") != a);
+    SY_CHECK_EQ(jit::include_closure_digest("closure/c.cuh"), c);
 }
 
 SY_TEST(jit, line_info_and_defines_change_the_key) {
