@@ -140,7 +140,7 @@ bool run_cpu_round_trip(const CpuRoundTripShape& shape, const std::string& gpu_n
         problem.local_experts(), problem.local_experts());
 
     // 1. Dispatch, rank-major layout.
-    const ref::DispatchResult dispatched = ref::dispatch(problem, inputs, ref::DispatchOptions{});
+    const ref::GlobalDispatch dispatched = ref::dispatch(problem, inputs, ref::DispatchOptions{});
     std::printf("dispatch (rank-major): rows received per rank\n");
     std::printf("  rank | rows | from ranks 0..%d          | tokens per local expert\n", shape.ranks - 1);
     int64_t total_rows = 0;
@@ -180,7 +180,7 @@ bool run_cpu_round_trip(const CpuRoundTripShape& shape, const std::string& gpu_n
     ref::DispatchOptions fp8_options;
     fp8_options.quantize = true;
     fp8_options.quantize_format = ref::ScaleFormat::kFloat32;
-    const ref::DispatchResult fp8 = ref::dispatch(problem, inputs, fp8_options);
+    const ref::GlobalDispatch fp8 = ref::dispatch(problem, inputs, fp8_options);
     const Fp8Error fp8_error = measure_fp8_error(shape, inputs, fp8.outputs);
     std::printf("FP8 dispatch (quantized in the dispatch, e4m3 + fp32 scale per 128 channels):\n");
     std::printf("  max relative error after dequantization: %.2f%% (e4m3 keeps 3 mantissa bits: <= 6.25%%)\n",

@@ -69,7 +69,7 @@ int cpu_round_trip() {
     std::vector<ref::DispatchInput> inputs;
     for (int s = 0; s < problem.num_ranks; ++s) inputs.push_back(random_input(16, 256, 2, 8, 1234u + s));
 
-    const ref::DispatchResult dispatched = ref::dispatch(problem, inputs, ref::DispatchOptions{});
+    const ref::GlobalDispatch dispatched = ref::dispatch(problem, inputs, ref::DispatchOptions{});
     std::vector<ref::CombineInput> rows(problem.num_ranks);
     for (int q = 0; q < problem.num_ranks; ++q) rows[q].y = dispatched.outputs[q].x_bf16;
     const auto combined = ref::combine(dispatched.routing, rows,
@@ -123,7 +123,7 @@ int gpu_round_trip() {
     cudaMemcpy(out.data(), combined.out.view().ptr(), out.size() * 2, cudaMemcpyDeviceToHost);
     buffer.synchronize();
 
-    const ref::DispatchResult expected_rows = ref::dispatch(problem, {input}, ref::DispatchOptions{});
+    const ref::GlobalDispatch expected_rows = ref::dispatch(problem, {input}, ref::DispatchOptions{});
     const auto expected = ref::combine(expected_rows.routing, {{expected_rows.outputs[0].x_bf16, {}}},
                                        std::vector<ref::CombineHomeInput>(1), {});
     int64_t mismatches = 0;

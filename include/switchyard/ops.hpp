@@ -8,28 +8,11 @@
 #include <vector>
 
 #include "switchyard/device_tensor.hpp"
+#include "switchyard/formats.hpp"
 #include "switchyard/op_event.hpp"
 #include "switchyard/tensor.hpp"
 
 namespace switchyard {
-
-// How received rows are laid out (DESIGN.md §2).
-enum class RecvLayout : uint8_t {
-    kRankMajor,         // one row per (source rank, token), ordered by source then token
-    kExpertContiguous,  // one row per (source, token, k), grouped by local expert, aligned segments
-    kExpertMasked,      // [L, R*T_max, H]: expert e's first count[e] rows are valid
-};
-
-// Scales that travel with an FP8 payload, one per 128 channels.
-enum class ScaleFormat : uint8_t {
-    kNone,     // bf16 payload
-    kFloat32,  // fp32 [T, ceil(H/128)]
-    kUE8M0,    // exponent bytes packed four per int32: [T, ceil(H/512)]
-};
-
-// Host-synced: the call returns exact counts on the host and sizes outputs exactly (not
-// graph-capturable). Device: outputs sized for the worst case, true counts stay on the GPU.
-enum class CountMode : uint8_t { kHostSynced, kDevice };
 
 struct DispatchArgs {
     TensorView x;             // [T, H] bf16, or fp8 e4m3 (then x_scales is required); any row stride
@@ -48,7 +31,10 @@ struct DispatchArgs {
 };
 
 struct CombineArgs {
-    TensorView y;               // bf16 rows in exactly the layout the dispatch produced
+    // bf16 rows in exactly the layout the dispatch produced: [rows, H]; masked [L, R*T_max, H] or
+    // its flattening [L * R*T_max, H] (the LL combine takes the same two forms). Its shape for given
+    // arguments: ht_output_shapes (planning.hpp).
+    TensorView y;
     TensorView row_weights;     // optional: rank-major [N, K] / expert-major [N] fp32, sent back
     TensorView topk_weights;    // optional, home rank: [T, K] fp32 for weighted expert-major combine
     TensorView bias0;           // optional [T, H] bf16 on the home rank
@@ -73,8 +59,14 @@ struct DispatchResult {
     DeviceTensor recv_topk_idx;               // rank-major: int32 [N, K], local expert id or -1
     DeviceTensor recv_topk_weights;           // rank-major: fp32 [N, K]; expert-major: fp32 [N]
     DeviceTensor num_recv_tokens_per_expert;  // int32 [L] on the GPU (unaligned counts)
-    DeviceTensor num_recv_rows;               // int32 [1] on the GPU: rows written (incl. padding)
-    // Host-synced counts only (CountMode::kHostSynced); -1 / empty in device-count mode.
+    // int32 [1] on the GPU, every layout: the rows of recv_x that hold this op's data. Rank-major:
+    // the rows received; contiguous: up to the last segment's end, padding included
+    // (recv_expert_offsets[L] of the reference); masked: L * R*T_max, the whole output (expert e's
+    // valid rows are its first num_recv_tokens_per_expert[e] of R*T_max).
+    DeviceTensor num_recv_rows;
+    // Host-synced counts only (CountMode::kHostSynced): num_recv_rows's value on the host (the
+    // rows of recv_x and of the combine's y); -1 / empty in device-count mode, where the outputs
+    // have the worst case's rows (ht_output_shapes in planning.hpp gives both).
     int64_t host_num_recv_rows = -1;
     std::vector<int32_t> host_num_recv_tokens_per_expert;
     std::shared_ptr<const DispatchHandle> handle;
@@ -138,7 +130,9 @@ struct LowLatencyDispatchResult {
 };
 
 struct LowLatencyCombineArgs {
-    TensorView y;             // bf16 in the dispatch's layout: [L, R*T_ll, H] masked, [rows, H] contiguous
+    // bf16 in the dispatch's layout: masked [L, R*T_ll, H] or its flattening [L * R*T_ll, H] (as the
+    // HT combine takes it), contiguous [rows, H]; ll_output_shapes (planning.hpp) gives the shapes.
+    TensorView y;
     TensorView topk_idx;      // the dispatch's [T, K] (on this, the home rank)
     TensorView topk_weights;  // fp32 [T, K]: out[t] = sum_k w[t][k] * y(t, k), k ascending, fp32
     // Hierarchical reduction (DESIGN.md §2): each expert rank q reduces its rows of a token in fp32

@@ -16,6 +16,8 @@
 #include <optional>
 #include <vector>
 
+#include "switchyard/formats.hpp"
+
 namespace switchyard::reference {
 
 // ---------------------------------------------------------------------------------------------
@@ -27,11 +29,11 @@ float e4m3_to_float(uint8_t bits);
 // Round to nearest even, saturate finite values to ±448, NaN -> 0x7f (as cvt.rn.satfinite.e4m3).
 uint8_t float_to_e4m3_satfinite(float value);
 
-enum class ScaleFormat : uint8_t {
-    kNone,     // bf16 payload, no scales
-    kFloat32,  // one fp32 scale per 128 channels: [T, ceil(H/128)]
-    kUE8M0,    // one exponent byte per 128 channels, four packed per int32: [T, ceil(H/512)]
-};
+// The ops' enums (formats.hpp), reachable here too: one type each, no conversion between the API
+// and the reference.
+using switchyard::CountMode;
+using switchyard::RecvLayout;
+using switchyard::ScaleFormat;
 
 inline int num_scale_blocks(int hidden) {
     return (hidden + 127) / 128;
@@ -62,8 +64,8 @@ struct Problem {
 
 // Throws switchyard::InvalidArgument if the problem itself is inconsistent (E % R, sizes <= 0).
 void validate_problem(const Problem& problem);
-// Throws switchyard::InvalidArgument naming rank, token and slot of the first entry outside
-// [-1, E), and if T > T_max.
+// Throws switchyard::InvalidArgument for a rank outside [0, R), if T > T_max, and naming rank,
+// token and slot of the first entry outside [-1, E).
 void validate_routing(const Problem& problem, int rank, int num_tokens, const std::vector<int64_t>& topk_idx);
 
 enum class Payload : uint8_t { kBF16, kFP8 };
@@ -80,14 +82,8 @@ struct DispatchInput {
     std::vector<float> topk_weights;                // [T * K] or empty (no weights)
 };
 
-enum class Layout : uint8_t {
-    kRankMajor,         // one row per (source, token) that reaches this rank
-    kExpertContiguous,  // one row per (source, token, k), grouped by local expert, aligned segments
-    kExpertMasked,      // [L, R*T_max] rows; expert e's first count[e] rows valid
-};
-
 struct DispatchOptions {
-    Layout layout = Layout::kRankMajor;
+    RecvLayout layout = RecvLayout::kRankMajor;
     int expert_alignment = 1;   // contiguous layout: each segment starts at a multiple of this
     bool zero_padding = false;  // contiguous layout: padding rows (payload, scales, weight) zeroed
     // Quantize a bf16 input to FP8 inside the dispatch (payload then fp8 with this format).
@@ -108,7 +104,7 @@ struct RowSource {
 
 // One rank's dispatch output.
 struct DispatchOutput {
-    Layout layout = Layout::kRankMajor;
+    RecvLayout layout = RecvLayout::kRankMajor;
     int64_t num_rows = 0;  // rows of the output tensors (masked: L * R * T_max)
     Payload payload = Payload::kBF16;
     ScaleFormat scale_format = ScaleFormat::kNone;
@@ -139,13 +135,15 @@ struct Routing {
     std::vector<std::vector<float>> topk_weights;  // [R][T_s * K] or empty per rank
 };
 
-struct DispatchResult {
+// Every rank's dispatch output and the routing (switchyard::DispatchResult is one rank's result of
+// the op on the GPU; DispatchOutput here is its counterpart).
+struct GlobalDispatch {
     std::vector<DispatchOutput> outputs;  // [R]
     Routing routing;
 };
 
 // Dispatch every rank's input. Validates the problem and the routing first.
-DispatchResult dispatch(const Problem& problem, const std::vector<DispatchInput>& inputs,
+GlobalDispatch dispatch(const Problem& problem, const std::vector<DispatchInput>& inputs,
                         const DispatchOptions& options);
 
 // Cached dispatch: new data (payload, scales, optional weights) with the routing of `routing`.

@@ -148,15 +148,10 @@ void bind_reference(nb::module_& parent) {
         },
         "values"_a);
 
-    nb::enum_<ref::ScaleFormat>(m, "ScaleFormat")
-        .value("NONE", ref::ScaleFormat::kNone)
-        .value("FLOAT32", ref::ScaleFormat::kFloat32)
-        .value("UE8M0", ref::ScaleFormat::kUE8M0);
+    // The API's enums (bound by bind_config): one Python class each, as in C++ (formats.hpp).
+    m.attr("ScaleFormat") = parent.attr("ScaleFormat");
+    m.attr("RecvLayout") = parent.attr("RecvLayout");
     nb::enum_<ref::Payload>(m, "Payload").value("BF16", ref::Payload::kBF16).value("FP8", ref::Payload::kFP8);
-    nb::enum_<ref::Layout>(m, "Layout")
-        .value("RANK_MAJOR", ref::Layout::kRankMajor)
-        .value("EXPERT_CONTIGUOUS", ref::Layout::kExpertContiguous)
-        .value("EXPERT_MASKED", ref::Layout::kExpertMasked);
 
     m.def("num_scale_words", &ref::num_scale_words, "hidden"_a, "format"_a);
     m.def(
@@ -240,9 +235,9 @@ void bind_reference(nb::module_& parent) {
         .def_ro("options", &ref::Routing::options)
         .def_ro("num_tokens", &ref::Routing::num_tokens);
 
-    nb::class_<ref::DispatchResult>(m, "DispatchResult")
-        .def_ro("outputs", &ref::DispatchResult::outputs)
-        .def_ro("routing", &ref::DispatchResult::routing);
+    nb::class_<ref::GlobalDispatch>(m, "GlobalDispatch", "Every rank's dispatch output and the routing.")
+        .def_ro("outputs", &ref::GlobalDispatch::outputs)
+        .def_ro("routing", &ref::GlobalDispatch::routing);
 
     m.def(
         "dispatch",

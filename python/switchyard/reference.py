@@ -22,13 +22,13 @@ _native = _switchyard.reference
 
 ScaleFormat = _native.ScaleFormat
 Payload = _native.Payload
-Layout = _native.Layout
+RecvLayout = _native.RecvLayout
 Problem = _native.Problem
 DispatchInput = _native.DispatchInput
 DispatchOptions = _native.DispatchOptions
 DispatchOutput = _native.DispatchOutput
 Routing = _native.Routing
-DispatchResult = _native.DispatchResult
+GlobalDispatch = _native.GlobalDispatch
 CombineInput = _native.CombineInput
 CombineHomeInput = _native.CombineHomeInput
 CombineOptions = _native.CombineOptions
@@ -60,8 +60,8 @@ def bf16_bits(tensor: Any):
 
 
 __all__ = [
-    "ScaleFormat", "Payload", "Layout", "Problem", "DispatchInput", "DispatchOptions", "DispatchOutput",
-    "Routing", "DispatchResult", "CombineInput", "CombineHomeInput", "CombineOptions", "CombineOutput",
+    "ScaleFormat", "Payload", "RecvLayout", "Problem", "DispatchInput", "DispatchOptions", "DispatchOutput",
+    "Routing", "GlobalDispatch", "CombineInput", "CombineHomeInput", "CombineOptions", "CombineOutput",
     "bf16_to_float", "float_to_bf16", "e4m3_to_float", "float_to_e4m3_satfinite", "num_scale_words",
     "quantize_token", "validate_problem", "validate_routing", "dispatch", "cached_dispatch", "combine",
     "bf16_bits",

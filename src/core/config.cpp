@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "switchyard/config.hpp"
+#include "switchyard/formats.hpp"
 
 namespace switchyard {
 
@@ -46,6 +47,30 @@ const char* network_backend_name(NetworkBackend backend) {
             return "gin";
     }
     return "unknown";
+}
+
+const char* recv_layout_name(RecvLayout layout) {
+    switch (layout) {
+        case RecvLayout::kRankMajor:
+            return "rank-major";
+        case RecvLayout::kExpertContiguous:
+            return "expert-contiguous";
+        case RecvLayout::kExpertMasked:
+            return "expert-masked";
+    }
+    return "unknown layout";
+}
+
+const char* scale_format_name(ScaleFormat format) {
+    switch (format) {
+        case ScaleFormat::kNone:
+            return "none";
+        case ScaleFormat::kFloat32:
+            return "fp32";
+        case ScaleFormat::kUE8M0:
+            return "ue8m0";
+    }
+    return "unknown scale format";
 }
 
 }  // namespace switchyard

@@ -44,7 +44,7 @@ RowIndex index_rows(const Routing& routing, const std::vector<detail::ReceivePla
 bool check_inputs(const Routing& routing, const std::vector<detail::ReceivePlan>& plans,
                   const std::vector<CombineInput>& inputs, const std::vector<bool>& missing) {
     const Problem& p = routing.problem;
-    const bool rank_major = routing.options.layout == Layout::kRankMajor;
+    const bool rank_major = routing.options.layout == RecvLayout::kRankMajor;
     bool any_weights = false;
     for (int q = 0; q < p.num_ranks; ++q) {
         if (missing[q]) continue;
@@ -83,7 +83,7 @@ std::vector<CombineOutput> combine(const Routing& routing, const std::vector<Com
     detail::validate_routing_struct(routing);
     const Problem& p = routing.problem;
     const int num_ranks = p.num_ranks;
-    const bool rank_major = routing.options.layout == Layout::kRankMajor;
+    const bool rank_major = routing.options.layout == RecvLayout::kRankMajor;
     if (inputs.size() != static_cast<size_t>(num_ranks))
         detail::fail("combine got ", inputs.size(), " inputs, expected one per rank (", num_ranks, ")");
     if (!home_inputs.empty() && home_inputs.size() != static_cast<size_t>(num_ranks))

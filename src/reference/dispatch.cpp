@@ -87,7 +87,7 @@ std::vector<DispatchOutput> build_outputs(const Routing& routing, const std::vec
     const size_t words = num_scale_words(p.hidden, format);
     const size_t topk = p.topk;
     const int num_local = p.local_experts();
-    const bool rank_major = options.layout == Layout::kRankMajor;
+    const bool rank_major = options.layout == RecvLayout::kRankMajor;
 
     std::vector<DispatchOutput> outputs(p.num_ranks);
     for (int q = 0; q < p.num_ranks; ++q) {
@@ -147,7 +147,7 @@ void check_input_count(const Problem& p, size_t count, const char* what) {
 
 }  // namespace
 
-DispatchResult dispatch(const Problem& problem, const std::vector<DispatchInput>& inputs,
+GlobalDispatch dispatch(const Problem& problem, const std::vector<DispatchInput>& inputs,
                         const DispatchOptions& options) {
     validate_problem(problem);
     detail::validate_dispatch_options(problem, options);
@@ -156,7 +156,7 @@ DispatchResult dispatch(const Problem& problem, const std::vector<DispatchInput>
         detail::absent_mask(options.absent_ranks, problem.num_ranks, "DispatchOptions");
 
     // An absent rank's input is never read: it is recorded as a rank with no tokens.
-    DispatchResult result;
+    GlobalDispatch result;
     Routing& routing = result.routing;
     routing.problem = problem;
     routing.options = options;

@@ -48,10 +48,10 @@ ReceivePlan plan_receive(const Routing& routing, const std::vector<bool>& absent
         plan.num_tokens_per_expert[e] = static_cast<int32_t>(expert_rows[e].size());
 
     switch (routing.options.layout) {
-        case Layout::kRankMajor:
+        case RecvLayout::kRankMajor:
             plan.sources = std::move(token_rows);
             break;
-        case Layout::kExpertContiguous: {
+        case RecvLayout::kExpertContiguous: {
             // Segment e starts at expert_offsets[e], a multiple of the alignment; its count rows are
             // followed by padding up to the next multiple. An empty expert takes no rows. Choice:
             // expert_offsets[L] is the total including the last segment's padding, so it is a
@@ -67,7 +67,7 @@ ReceivePlan plan_receive(const Routing& routing, const std::vector<bool>& absent
                     plan.sources[plan.expert_offsets[e] + i] = expert_rows[e][i];
             break;
         }
-        case Layout::kExpertMasked: {
+        case RecvLayout::kExpertMasked: {
             // Fixed capacity R * T_max per expert: enough for one row per (source, token).
             const int64_t capacity = static_cast<int64_t>(p.num_ranks) * p.max_tokens_per_rank;
             plan.expert_offsets.assign(num_local + 1, 0);

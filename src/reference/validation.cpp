@@ -21,6 +21,8 @@ void validate_problem(const Problem& p) {
 }
 
 void validate_routing(const Problem& p, int rank, int num_tokens, const std::vector<int64_t>& topk_idx) {
+    if (rank < 0 || rank >= p.num_ranks)
+        detail::fail("rank ", rank, " is outside [0, num_ranks = ", p.num_ranks, ")");
     if (num_tokens < 0 || num_tokens > p.max_tokens_per_rank)
         detail::fail("rank ", rank, ": num_tokens ", num_tokens,
                      " is outside [0, max_tokens_per_rank = ", p.max_tokens_per_rank, "]");
@@ -49,8 +51,8 @@ std::vector<bool> absent_mask(const std::vector<bool>& absent_ranks, int num_ran
 }
 
 void validate_dispatch_options(const Problem& p, const DispatchOptions& options) {
-    if (options.layout != Layout::kRankMajor && options.layout != Layout::kExpertContiguous &&
-        options.layout != Layout::kExpertMasked)
+    if (options.layout != RecvLayout::kRankMajor && options.layout != RecvLayout::kExpertContiguous &&
+        options.layout != RecvLayout::kExpertMasked)
         fail("unknown layout value ", static_cast<int>(options.layout));
     if (options.expert_alignment < 1) fail("expert_alignment must be >= 1, got ", options.expert_alignment);
     if (options.quantize && options.quantize_format != ScaleFormat::kFloat32 &&
@@ -111,7 +113,7 @@ void validate_routing_struct(const Routing& routing) {
         if (weights != 0 && weights != routing.topk_idx[s].size())
             fail("Routing rank ", s, ": topk_weights has ", weights, " entries, expected 0 or ",
                  routing.topk_idx[s].size());
-        if (routing.options.layout == Layout::kExpertMasked)
+        if (routing.options.layout == RecvLayout::kExpertMasked)
             validate_no_duplicate_experts(p, s, routing.num_tokens[s], routing.topk_idx[s]);
     }
 }

@@ -31,7 +31,7 @@ std::vector<uint16_t> bfs(std::vector<float> values) {
 
 const Problem kProblem{2, 4, 2, 2, 3};
 
-Routing make_routing(Layout layout) {
+Routing make_routing(RecvLayout layout) {
     std::vector<DispatchInput> in(2);
     in[0].num_tokens = 3;
     in[0].x_bf16.assign(6, 0);
@@ -43,7 +43,7 @@ Routing make_routing(Layout layout) {
     in[1].topk_weights = {1.0f, 0.0625f, 0.375f, 0.625f};
     DispatchOptions options;
     options.layout = layout;
-    options.expert_alignment = layout == Layout::kExpertContiguous ? 4 : 1;
+    options.expert_alignment = layout == RecvLayout::kExpertContiguous ? 4 : 1;
     return dispatch(kProblem, in, options).routing;
 }
 
@@ -66,7 +66,7 @@ std::vector<CombineInput> contiguous_rows() {
 }  // namespace
 
 SY_TEST(combine_hand, rank_major_unweighted) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     auto out = combine(routing, rank_major_rows(), {}, {});
     SY_CHECK(out[0].out == bfs({11, 22, 0, 0, 33, 44}));  // t1 went nowhere: zero
     SY_CHECK(out[1].out == bfs({50, 60, 5, 6}));
@@ -74,7 +74,7 @@ SY_TEST(combine_hand, rank_major_unweighted) {
 }
 
 SY_TEST(combine_hand, rank_major_one_and_two_biases) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     std::vector<CombineHomeInput> home(2);
     home[0].bias0 = bfs({0.5, 0.5, 0.5, 0.5, 0.5, 0.5});
     home[1].bias0 = bfs({1, -1, 2, 2});
@@ -91,7 +91,7 @@ SY_TEST(combine_hand, rank_major_one_and_two_biases) {
 SY_TEST(combine_hand, rank_major_rounds_once_in_order) {
     // home 0 t0 channel 0: bias 1, then rank 0's 256, then rank 1's 1: 258 in fp32, exact in bf16.
     // Rounding after each step would give 256 (257 is a tie, to even).
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     std::vector<CombineInput> y(2);
     y[0].y = bfs({256, 0, 0, 0, 0, 0});
     y[1].y = bfs({1, 0, 0, 0, 0, 0});
@@ -102,7 +102,7 @@ SY_TEST(combine_hand, rank_major_rounds_once_in_order) {
 }
 
 SY_TEST(combine_hand, rank_major_combined_topk_weights) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     auto y = rank_major_rows();
     y[0].row_weights = {0.11f, 0.12f, 0.13f, 0.14f, 0.15f, 0.16f};
     y[1].row_weights = {0.21f, 0.22f, 0.23f, 0.24f, 0.25f, 0.26f};
@@ -115,7 +115,7 @@ SY_TEST(combine_hand, rank_major_combined_topk_weights) {
 }
 
 SY_TEST(combine_hand, expert_major_unweighted) {
-    const Routing routing = make_routing(Layout::kExpertContiguous);
+    const Routing routing = make_routing(RecvLayout::kExpertContiguous);
     auto out = combine(routing, contiguous_rows(), {}, {});
     // home 0 t0 = rank0 r4 + rank1 r0; t2 = rank1 r4 + rank0 r0; home 1 t0 = rank1 r1;
     // home 1 t1 = rank0 r1 + rank0 r5.
@@ -124,7 +124,7 @@ SY_TEST(combine_hand, expert_major_unweighted) {
 }
 
 SY_TEST(combine_hand, expert_major_weighted) {
-    const Routing routing = make_routing(Layout::kExpertContiguous);
+    const Routing routing = make_routing(RecvLayout::kExpertContiguous);
     CombineOptions options;
     options.weighted = true;
     auto out = combine(routing, contiguous_rows(), {}, options);
@@ -143,7 +143,7 @@ SY_TEST(combine_hand, expert_major_weighted) {
 }
 
 SY_TEST(combine_hand, expert_major_masked) {
-    const Routing routing = make_routing(Layout::kExpertMasked);
+    const Routing routing = make_routing(RecvLayout::kExpertMasked);
     std::vector<CombineInput> y(2);
     y[0].y.assign(24, bf(99));  // unused rows: garbage
     y[1].y.assign(24, bf(55));
@@ -159,7 +159,7 @@ SY_TEST(combine_hand, expert_major_masked) {
 }
 
 SY_TEST(combine_hand, hierarchical_rounds_each_rank_partial) {
-    const Routing routing = make_routing(Layout::kExpertContiguous);
+    const Routing routing = make_routing(RecvLayout::kExpertContiguous);
     auto y = contiguous_rows();
     // home 1 t1 has both slots on rank 0 (rows 1 and 5).
     y[0].y[2] = bf(256), y[0].y[3] = bf(2);  // row 1
@@ -193,7 +193,7 @@ SY_TEST(combine_hand, hierarchical_rounds_each_rank_partial) {
 }
 
 SY_TEST(combine_hand, expert_major_combined_topk_weights) {
-    const Routing routing = make_routing(Layout::kExpertContiguous);
+    const Routing routing = make_routing(RecvLayout::kExpertContiguous);
     auto y = contiguous_rows();
     y[0].row_weights = {0.1f, 0.2f, 9, 9, 0.3f, 0.4f, 9, 9};
     y[1].row_weights = {0.5f, 0.6f, 9, 9, 0.7f, 9, 9, 9};
@@ -205,7 +205,7 @@ SY_TEST(combine_hand, expert_major_combined_topk_weights) {
 }
 
 SY_TEST(combine_hand, absent_rank_contributions_dropped) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     CombineOptions options;
     options.absent_ranks = {false, true};
     auto y = rank_major_rows();

@@ -64,9 +64,9 @@ const RowSource kPad{-1, -1, -1};
 }  // namespace
 
 SY_TEST(dispatch_hand, rank_major) {
-    DispatchResult result = dispatch(kProblem, make_inputs(), {});
+    GlobalDispatch result = dispatch(kProblem, make_inputs(), {});
     const DispatchOutput& r0 = result.outputs[0];
-    SY_CHECK(r0.layout == Layout::kRankMajor);
+    SY_CHECK(r0.layout == RecvLayout::kRankMajor);
     SY_CHECK(r0.payload == Payload::kBF16);
     SY_CHECK_EQ(r0.num_rows, 3);
     check_sources(r0, {{0, 0, -1}, {0, 2, -1}, {1, 1, -1}});
@@ -96,17 +96,17 @@ SY_TEST(dispatch_hand, rank_major_without_weights) {
     auto in = make_inputs();
     in[0].topk_weights.clear();
     in[1].topk_weights.clear();
-    DispatchResult result = dispatch(kProblem, in, {});
+    GlobalDispatch result = dispatch(kProblem, in, {});
     SY_CHECK(result.outputs[0].topk_weights.empty());
     SY_CHECK(result.outputs[0].topk_idx == (std::vector<int32_t>{1, -1, -1, 0, 0, 1}));
 }
 
 SY_TEST(dispatch_hand, expert_contiguous_aligned_zero_padding) {
     DispatchOptions options;
-    options.layout = Layout::kExpertContiguous;
+    options.layout = RecvLayout::kExpertContiguous;
     options.expert_alignment = 4;
     options.zero_padding = true;
-    DispatchResult result = dispatch(kProblem, make_inputs(), options);
+    GlobalDispatch result = dispatch(kProblem, make_inputs(), options);
 
     // Rank 0: expert 0 <- (0,2,k1), (1,1,k0); expert 1 <- (0,0,k0), (1,1,k1); each padded to 4.
     const DispatchOutput& r0 = result.outputs[0];
@@ -141,9 +141,9 @@ SY_TEST(dispatch_hand, expert_contiguous_alignment_three_and_empty_expert) {
     in[0].topk_weights.clear();
     in[1].topk_idx = {-1, -1, 1, -1};
     DispatchOptions options;
-    options.layout = Layout::kExpertContiguous;
+    options.layout = RecvLayout::kExpertContiguous;
     options.expert_alignment = 3;  // padding content unspecified without zero_padding: not checked
-    DispatchResult result = dispatch(kProblem, in, options);
+    GlobalDispatch result = dispatch(kProblem, in, options);
     const DispatchOutput& r0 = result.outputs[0];
     // Expert 0 is empty (no rows), expert 1 has one row padded to 3: offsets[L] = 3.
     SY_CHECK(r0.expert_offsets == (std::vector<int64_t>{0, 0, 3}));
@@ -160,8 +160,8 @@ SY_TEST(dispatch_hand, expert_contiguous_alignment_three_and_empty_expert) {
 
 SY_TEST(dispatch_hand, expert_masked) {
     DispatchOptions options;
-    options.layout = Layout::kExpertMasked;
-    DispatchResult result = dispatch(kProblem, make_inputs(), options);
+    options.layout = RecvLayout::kExpertMasked;
+    GlobalDispatch result = dispatch(kProblem, make_inputs(), options);
     // Capacity per expert: R * T_max = 6; rows = L * 6 = 12.
     const DispatchOutput& r0 = result.outputs[0];
     SY_CHECK_EQ(r0.num_rows, 12);
@@ -203,7 +203,7 @@ SY_TEST(dispatch_hand, fp8_passthrough_copies_payload_and_scales) {
             in[s].scales.push_back(0x70 + 0x10 * s + t);
         }
     }
-    DispatchResult result = dispatch(kProblem, in, {});
+    GlobalDispatch result = dispatch(kProblem, in, {});
     const DispatchOutput& r1 = result.outputs[1];  // rows (0,0), (0,2), (1,0)
     SY_CHECK(r1.payload == Payload::kFP8);
     SY_CHECK(r1.scale_format == ScaleFormat::kUE8M0);
@@ -218,7 +218,7 @@ SY_TEST(dispatch_hand, quantizing_dispatch) {
     DispatchOptions options;
     options.quantize = true;
     options.quantize_format = ScaleFormat::kUE8M0;
-    DispatchResult result = dispatch(kProblem, make_inputs(), options);
+    GlobalDispatch result = dispatch(kProblem, make_inputs(), options);
     const DispatchOutput& r0 = result.outputs[0];
     SY_CHECK(r0.payload == Payload::kFP8);
     SY_CHECK(r0.scale_format == ScaleFormat::kUE8M0);
@@ -243,7 +243,7 @@ SY_TEST(dispatch_hand, absent_rank_sends_and_receives_nothing) {
     options.absent_ranks = {false, true};
     auto in = make_inputs();
     in[1] = DispatchInput{};  // an absent rank's input is never read
-    DispatchResult result = dispatch(kProblem, in, options);
+    GlobalDispatch result = dispatch(kProblem, in, options);
     const DispatchOutput& r0 = result.outputs[0];
     check_sources(r0, {{0, 0, -1}, {0, 2, -1}});
     SY_CHECK(r0.x_bf16 == (std::vector<uint16_t>{bf(1), bf(2), bf(21), bf(22)}));
@@ -256,10 +256,10 @@ SY_TEST(dispatch_hand, absent_rank_sends_and_receives_nothing) {
 
 SY_TEST(dispatch_hand, cached_dispatch_new_data_same_layout) {
     DispatchOptions options;
-    options.layout = Layout::kExpertContiguous;
+    options.layout = RecvLayout::kExpertContiguous;
     options.expert_alignment = 4;
     options.zero_padding = true;
-    DispatchResult result = dispatch(kProblem, make_inputs(), options);
+    GlobalDispatch result = dispatch(kProblem, make_inputs(), options);
     auto in = make_inputs();
     for (auto& rank : in) {
         for (auto& v : rank.x_bf16) v = bf(-1);  // new data

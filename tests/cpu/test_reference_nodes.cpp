@@ -28,7 +28,7 @@ std::vector<uint16_t> bfs(std::vector<float> values) {
     return out;
 }
 
-Routing make_routing(Layout layout) {
+Routing make_routing(RecvLayout layout) {
     const Problem problem{4, 4, 2, 4, 1};
     std::vector<DispatchInput> in(4);
     in[0].num_tokens = 1;
@@ -51,7 +51,7 @@ std::vector<CombineInput> rows(std::vector<float> values) {
 }  // namespace
 
 SY_TEST(combine_nodes, rank_major_rounds_each_node_partial_once) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     const auto y = rows({1.0f, kTiny, kTiny, 0.0f});
     // One node: 1 + 2^-8 + 2^-8 + 0 = 1 + 2^-7, exact in bf16.
     SY_CHECK(combine(routing, y, {}, {})[0].out == bfs({1.0078125f, 8.0f}));
@@ -65,7 +65,7 @@ SY_TEST(combine_nodes, rank_major_rounds_each_node_partial_once) {
 }
 
 SY_TEST(combine_nodes, biases_are_added_by_the_home_after_the_node_partials) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     std::vector<CombineHomeInput> home(4);
     home[0].bias0 = bfs({kTiny, 0.0f});
     CombineOptions options;
@@ -78,7 +78,7 @@ SY_TEST(combine_nodes, biases_are_added_by_the_home_after_the_node_partials) {
 }
 
 SY_TEST(combine_nodes, expert_flat_and_hierarchical) {
-    const Routing routing = make_routing(Layout::kExpertContiguous);
+    const Routing routing = make_routing(RecvLayout::kExpertContiguous);
     // Contiguous layout, alignment 1: every rank holds one row, (0, 0, k = q).
     const auto y = rows({1.0f, kTiny, kTiny, 0.0f});
     CombineOptions options;
@@ -92,7 +92,7 @@ SY_TEST(combine_nodes, expert_flat_and_hierarchical) {
 }
 
 SY_TEST(combine_nodes, nodes_must_divide_the_ranks) {
-    const Routing routing = make_routing(Layout::kRankMajor);
+    const Routing routing = make_routing(RecvLayout::kRankMajor);
     CombineOptions options;
     options.num_nodes = 3;
     SY_CHECK_THROWS_WITH(combine(routing, rows({1, 1, 1, 1}), {}, options), switchyard::InvalidArgument,

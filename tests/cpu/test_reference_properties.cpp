@@ -108,7 +108,7 @@ std::vector<CombineInput> echo_rows(const std::vector<DispatchOutput>& outputs) 
     return y;
 }
 
-DispatchOptions layout_options(Layout layout, int alignment = 1, bool zero_padding = false) {
+DispatchOptions layout_options(RecvLayout layout, int alignment = 1, bool zero_padding = false) {
     DispatchOptions o;
     o.layout = layout;
     o.expert_alignment = alignment;
@@ -123,7 +123,7 @@ SY_TEST(properties, rank_major_round_trip_multiplies_by_receiving_ranks) {
         std::mt19937 rng(c.seed);
         const Problem p = problem_of(c);
         const auto in = random_inputs(c, rng);
-        const DispatchResult d = dispatch(p, in, {});
+        const GlobalDispatch d = dispatch(p, in, {});
         const auto out = combine(d.routing, echo_rows(d.outputs), {}, {});
         const int num_local = c.experts / c.ranks;
         for (int s = 0; s < c.ranks; ++s) {
@@ -148,12 +148,12 @@ SY_TEST(properties, rank_major_round_trip_multiplies_by_receiving_ranks) {
 
 SY_TEST(properties, expert_major_round_trip_multiplies_by_filled_slots) {
     for (const Case& c : cases()) {
-        for (Layout layout : {Layout::kExpertContiguous, Layout::kExpertMasked}) {
+        for (RecvLayout layout : {RecvLayout::kExpertContiguous, RecvLayout::kExpertMasked}) {
             for (bool hierarchical : {false, true}) {
                 std::mt19937 rng(c.seed);
                 const Problem p = problem_of(c);
                 const auto in = random_inputs(c, rng);
-                const DispatchResult d = dispatch(p, in, layout_options(layout, 3, false));
+                const GlobalDispatch d = dispatch(p, in, layout_options(layout, 3, false));
                 CombineOptions options;
                 options.hierarchical = hierarchical;
                 const auto out = combine(d.routing, echo_rows(d.outputs), {}, options);
@@ -187,8 +187,8 @@ SY_TEST(properties, cached_dispatch_is_byte_identical) {
             second[s].topk_idx = first[s].topk_idx;
         }
         const std::vector<DispatchOptions> layouts = {
-            layout_options(Layout::kRankMajor), layout_options(Layout::kExpertContiguous, 4, true),
-            layout_options(Layout::kExpertContiguous, 1), layout_options(Layout::kExpertMasked)};
+            layout_options(RecvLayout::kRankMajor), layout_options(RecvLayout::kExpertContiguous, 4, true),
+            layout_options(RecvLayout::kExpertContiguous, 1), layout_options(RecvLayout::kExpertMasked)};
         for (DispatchOptions options : layouts) {
             for (int payload = 0; payload < 4; ++payload) {
                 // 0: bf16, 1: fp8 + fp32 scales, 2: fp8 + UE8M0 scales, 3: quantized in the dispatch
@@ -199,9 +199,9 @@ SY_TEST(properties, cached_dispatch_is_byte_identical) {
                     b = to_fp8(p, b, f);
                 }
                 options.quantize = payload == 3;
-                const DispatchResult d = dispatch(p, a, options);
+                const GlobalDispatch d = dispatch(p, a, options);
                 const auto cached_same = cached_dispatch(d.routing, a);
-                const DispatchResult fresh = dispatch(p, b, options);
+                const GlobalDispatch fresh = dispatch(p, b, options);
                 for (auto& x : b) x.topk_idx.assign(x.topk_idx.size(), -7);  // ignored by cached dispatch
                 const auto cached_new = cached_dispatch(d.routing, b);
                 for (int q = 0; q < c.ranks; ++q) {
@@ -220,10 +220,10 @@ SY_TEST(properties, expert_major_rows_fold_back_to_rank_major_rows) {
         std::mt19937 rng(c.seed);
         const Problem p = problem_of(c);
         const auto in = random_inputs(c, rng);
-        const DispatchResult rm = dispatch(p, in, {});
+        const GlobalDispatch rm = dispatch(p, in, {});
         for (DispatchOptions options :
-             {layout_options(Layout::kExpertContiguous, 8, true), layout_options(Layout::kExpertMasked)}) {
-            const DispatchResult em = dispatch(p, in, options);
+             {layout_options(RecvLayout::kExpertContiguous, 8, true), layout_options(RecvLayout::kExpertMasked)}) {
+            const GlobalDispatch em = dispatch(p, in, options);
             for (int q = 0; q < c.ranks; ++q) {
                 const DispatchOutput& a = rm.outputs[q];
                 const DispatchOutput& b = em.outputs[q];
@@ -269,8 +269,8 @@ SY_TEST(properties, masked_counts_equal_contiguous_counts) {
         std::mt19937 rng(c.seed);
         const Problem p = problem_of(c);
         const auto in = random_inputs(c, rng);
-        const DispatchResult contiguous = dispatch(p, in, layout_options(Layout::kExpertContiguous, 5));
-        const DispatchResult masked = dispatch(p, in, layout_options(Layout::kExpertMasked));
+        const GlobalDispatch contiguous = dispatch(p, in, layout_options(RecvLayout::kExpertContiguous, 5));
+        const GlobalDispatch masked = dispatch(p, in, layout_options(RecvLayout::kExpertMasked));
         const int64_t capacity = static_cast<int64_t>(c.ranks) * c.max_tokens;
         for (int q = 0; q < c.ranks; ++q) {
             const DispatchOutput& a = contiguous.outputs[q];
@@ -300,10 +300,10 @@ SY_TEST(properties, absent_ranks_drop_exactly_their_contributions) {
         for (int q = 1; q < c.ranks; q += 2) absent[q] = true;  // every other rank, never rank 0
 
         // Dispatch: present ranks get the full dispatch's rows minus those from absent sources.
-        const DispatchResult full = dispatch(p, in, {});
+        const GlobalDispatch full = dispatch(p, in, {});
         DispatchOptions options;
         options.absent_ranks = absent;
-        const DispatchResult part = dispatch(p, in, options);
+        const GlobalDispatch part = dispatch(p, in, options);
         for (int q = 0; q < c.ranks; ++q) {
             const DispatchOutput& f = full.outputs[q];
             const DispatchOutput& o = part.outputs[q];
@@ -330,10 +330,10 @@ SY_TEST(properties, absent_ranks_drop_exactly_their_contributions) {
         // random non-integer bf16 rows, in every mode.
         std::uniform_real_distribution<float> value(-4.0f, 4.0f);
         for (DispatchOptions layout :
-             {layout_options(Layout::kRankMajor), layout_options(Layout::kExpertContiguous, 2),
-              layout_options(Layout::kExpertMasked)}) {
-            const DispatchResult d = dispatch(p, in, layout);
-            const bool rank_major = layout.layout == Layout::kRankMajor;
+             {layout_options(RecvLayout::kRankMajor), layout_options(RecvLayout::kExpertContiguous, 2),
+              layout_options(RecvLayout::kExpertMasked)}) {
+            const GlobalDispatch d = dispatch(p, in, layout);
+            const bool rank_major = layout.layout == RecvLayout::kRankMajor;
             std::vector<CombineInput> y(c.ranks), zeroed(c.ranks);
             for (int q = 0; q < c.ranks; ++q) {
                 for (size_t i = 0; i < d.outputs[q].x_bf16.size(); ++i)

@@ -55,6 +55,10 @@ SY_TEST(validation, routing_entries) {
                          "rank 1 token 1 slot 1: expert id 4 is outside [-1, num_experts = 4)");
     SY_CHECK_THROWS_WITH(validate_routing(p, 0, 2, {-2, 1, 2, 3}), InvalidArgument,
                          "rank 0 token 0 slot 0: expert id -2 is outside");
+    SY_CHECK_THROWS_WITH(validate_routing(p, 2, 2, {0, 1, 2, 3}), InvalidArgument,
+                         "rank 2 is outside [0, num_ranks = 2)");
+    SY_CHECK_THROWS_WITH(validate_routing(p, -1, 2, {0, 1, 2, 3}), InvalidArgument,
+                         "rank -1 is outside [0, num_ranks = 2)");
     validate_routing(p, 0, 2, {-1, -1, 3, 0});  // -1 slots are fine
     validate_routing(p, 0, 0, {});              // no tokens is fine
 }
@@ -67,7 +71,7 @@ SY_TEST(validation, dispatch_rejects_bad_routing) {
     SY_CHECK_THROWS_WITH(dispatch(p, inputs_with(4, std::vector<int64_t>(8, 0)), {}), InvalidArgument,
                          "num_tokens 4 is outside");
     DispatchOptions masked;
-    masked.layout = Layout::kExpertMasked;
+    masked.layout = RecvLayout::kExpertMasked;
     SY_CHECK_THROWS_WITH(dispatch(p, inputs_with(1, {2, 2}), masked), InvalidArgument,
                          "rank 1 token 0 slot 1: expert 2 already appears in slot 0");
 }
@@ -107,7 +111,7 @@ SY_TEST(validation, dispatch_rejects_bad_inputs) {
 
 SY_TEST(validation, cached_dispatch_and_combine_inputs) {
     const Problem p = small_problem();
-    DispatchResult result = dispatch(p, inputs_with(1, {1, 2}), {});
+    GlobalDispatch result = dispatch(p, inputs_with(1, {1, 2}), {});
     auto other = inputs_with(2, {1, 2, 3, 0});
     SY_CHECK_THROWS_WITH(cached_dispatch(result.routing, other), InvalidArgument,
                          "cached_dispatch rank 1: num_tokens 2 differs from the routing's 1");
@@ -129,8 +133,8 @@ SY_TEST(validation, cached_dispatch_and_combine_inputs) {
                          "combine home rank 1: bias0 has 5 values, expected 0 or T * hidden = 8");
 
     DispatchOptions contiguous;
-    contiguous.layout = Layout::kExpertContiguous;
-    DispatchResult expert = dispatch(p, inputs_with(1, {1, 2}), contiguous);
+    contiguous.layout = RecvLayout::kExpertContiguous;
+    GlobalDispatch expert = dispatch(p, inputs_with(1, {1, 2}), contiguous);
     for (int q = 0; q < 2; ++q) y[q].y.assign(static_cast<size_t>(expert.outputs[q].num_rows) * p.hidden, 0);
     SY_CHECK_THROWS_WITH(combine(expert.routing, y, {}, weighted), InvalidArgument,
                          "combine home rank 0: weighted combine needs T * topk = 2 weights, got 0");

@@ -56,19 +56,13 @@ inline uint16_t test_value(uint64_t seed, uint64_t a, uint64_t b, int channel) {
     return reference::float_to_bf16(unit * scale);
 }
 
-inline reference::ScaleFormat to_reference(ScaleFormat format) {
-    return format == ScaleFormat::kUE8M0 ? reference::ScaleFormat::kUE8M0
-                                         : (format == ScaleFormat::kFloat32 ? reference::ScaleFormat::kFloat32
-                                                                            : reference::ScaleFormat::kNone);
-}
-
 // Every rank's inputs and the reference outputs (dispatch, then a weighted combine of y).
 struct Scenario {
     Case c;
     int num_ranks = 1;
     reference::Problem problem;
     std::vector<reference::DispatchInput> inputs;                 // [R]
-    reference::DispatchResult dispatched;                         // masked layout
+    reference::GlobalDispatch dispatched;                         // masked layout
     std::vector<reference::CombineInput> expert_outputs;          // [R]: y of every rank (masked layout)
     std::vector<reference::CombineHomeInput> home;                // [R]: combine weights
     std::vector<reference::CombineOutput> combined;               // [R]
@@ -117,7 +111,7 @@ inline std::vector<int64_t> make_routing(std::mt19937_64& rng, const Case& c, in
 // each valid masked row to its contiguous row (rows of both layouts are ordered by source, token).
 inline void add_contiguous_layout(Scenario& sc, const reference::DispatchOptions& masked_options) {
     reference::DispatchOptions options = masked_options;
-    options.layout = reference::Layout::kExpertContiguous;
+    options.layout = RecvLayout::kExpertContiguous;
     options.expert_alignment = sc.c.contiguous_alignment;
     options.zero_padding = sc.c.zero_padding;
     sc.contiguous = reference::dispatch(sc.problem, sc.inputs, options).outputs;
@@ -160,9 +154,9 @@ inline Scenario make_scenario(const Case& c, int num_ranks) {
         in.topk_idx = make_routing(rng, c, in.num_tokens);
     }
     reference::DispatchOptions options;
-    options.layout = reference::Layout::kExpertMasked;
+    options.layout = RecvLayout::kExpertMasked;
     options.quantize = c.use_fp8;
-    options.quantize_format = to_reference(c.format);
+    options.quantize_format = c.format;
     options.absent_ranks = c.absent;
     sc.dispatched = reference::dispatch(sc.problem, sc.inputs, options);
 
@@ -319,7 +313,7 @@ struct RankInputs {
 
 // Scale words per row of the case's outputs (0 for bf16).
 inline size_t expected_words(const Scenario& sc) {
-    return sc.c.use_fp8 ? size_t(reference::num_scale_words(sc.c.hidden, to_reference(sc.c.format))) : 0;
+    return sc.c.use_fp8 ? size_t(reference::num_scale_words(sc.c.hidden, sc.c.format)) : 0;
 }
 
 // Every byte of the dispatch's outputs (payload and scales) set to 0xff, the bits of an fp8 and

@@ -230,8 +230,7 @@ DispatchArgs upload(const Case& c, const ref::DispatchInput& in, int experts, Ra
     args.expert_alignment = c.alignment;
     args.zero_padding = c.zero_padding;
     args.quantize_fp8 = c.quantize;
-    args.quantize_format =
-        c.quantize_format == ref::ScaleFormat::kUE8M0 ? ScaleFormat::kUE8M0 : ScaleFormat::kFloat32;
+    args.quantize_format = c.quantize_format;
     args.counts = c.counts;
     args.num_sms = c.num_sms;
     return args;
@@ -323,7 +322,7 @@ std::vector<uint16_t> make_y(int q, int64_t rows, int hidden, uint32_t seed) {
 struct CaseReference {
     ref::Problem problem;
     std::vector<ref::DispatchInput> inputs, new_inputs;
-    ref::DispatchResult expected, expected_new;
+    ref::GlobalDispatch expected, expected_new;
     std::vector<ref::CombineInput> combine_inputs;
 };
 
@@ -332,7 +331,7 @@ CaseReference make_reference(const Case& c, int num_ranks) {
     reference.problem = make_problem(c, num_ranks);
     reference.inputs = make_inputs(c, reference.problem);
     ref::DispatchOptions options;
-    options.layout = ref::Layout(int(c.layout));
+    options.layout = c.layout;
     options.expert_alignment = c.alignment;
     options.zero_padding = c.zero_padding;
     options.quantize = c.quantize;
@@ -634,13 +633,13 @@ struct TwoRankDispatch {
     Case c;
     ref::Problem problem;
     std::vector<ref::DispatchInput> inputs;
-    ref::DispatchResult expected;
+    ref::GlobalDispatch expected;
     RankData data;
     DispatchArgs args;
     TwoRankDispatch(const Case& the_case, const RankEnv& env)
         : c(the_case), problem(make_problem(c, env.num_ranks)), inputs(make_inputs(c, problem)) {
         ref::DispatchOptions options;
-        options.layout = ref::Layout(int(c.layout));
+        options.layout = c.layout;
         expected = ref::dispatch(problem, inputs, options);
         args = upload(c, inputs[env.rank], problem.num_experts, data, env.device);
     }

@@ -118,7 +118,7 @@ def scenario_ht(rank, R):
                                       quantize_format=fmt, counts=counts)
                 settle(buffer)
                 exp = ref.dispatch(p.problem, p.ref_inputs(), ref.DispatchOptions(
-                    layout=ref.Layout.EXPERT_CONTIGUOUS, expert_alignment=16, zero_padding=True, quantize=True,
+                    layout=ref.RecvLayout.EXPERT_CONTIGUOUS, expert_alignment=16, zero_padding=True, quantize=True,
                     quantize_format=rfmt)).outputs[rank]
                 rows = int(exp.expert_offsets[-1])
                 words = ref.num_scale_words(p.H, rfmt)
@@ -131,7 +131,7 @@ def scenario_ht(rank, R):
         ymask = torch.randn(res.recv_x.shape, generator=torch.Generator().manual_seed(rank)).to(torch.bfloat16)
         out = buffer.combine(res.handle, ymask.cuda(), weighted=True)
         settle(buffer)
-        opts = ref.DispatchOptions(layout=ref.Layout.EXPERT_MASKED)
+        opts = ref.DispatchOptions(layout=ref.RecvLayout.EXPERT_MASKED)
         exp = ref.dispatch(p.problem, p.ref_inputs(), opts)
         count = exp.outputs[rank].num_tokens_per_expert
         rows_per_expert = res.recv_x.shape[1]
@@ -183,7 +183,7 @@ def scenario_ll(rank, R):
             result = buffer.ll_dispatch(x, idx, p.E, topk_weights=w, use_fp8=use_fp8, scale_format=fmt)
             settle(buffer)
             expected = ref.dispatch(p.problem, p.ref_inputs(with_weights=False), ref.DispatchOptions(
-                layout=ref.Layout.EXPERT_MASKED, quantize=use_fp8, quantize_format=rfmt))
+                layout=ref.RecvLayout.EXPERT_MASKED, quantize=use_fp8, quantize_format=rfmt))
             _check_ll_dispatch(p, rank, result, expected, use_fp8, f"ll_dispatch fp8={use_fp8} {fmt}")
         # Combine: flat (home weights) and hierarchical (the dispatch's weights), and hook mode.
         ys = [torch.randn(tuple(result.recv_x.shape), generator=torch.Generator().manual_seed(50 + q))
@@ -246,7 +246,7 @@ def scenario_graph(rank, R):
             inputs = p.ref_inputs(with_weights=False)
             for s in range(R):
                 inputs[s].x_bf16 = bits((p.x[s].float() * scale).to(torch.bfloat16))
-            expected = ref.dispatch(p.problem, inputs, ref.DispatchOptions(layout=ref.Layout.EXPERT_MASKED))
+            expected = ref.dispatch(p.problem, inputs, ref.DispatchOptions(layout=ref.RecvLayout.EXPERT_MASKED))
             _check_ll_dispatch(p, rank, captured, expected, False, f"graph replay {step}: dispatch")
             homes = [ref.CombineHomeInput(topk_weights=p.w[s].numpy()) for s in range(R)]
             exp_out = ref.combine(expected.routing, [ref.CombineInput(y=o.x_bf16) for o in expected.outputs],
@@ -343,7 +343,7 @@ def scenario_facade(rank, R):
     torch.cuda.synchronize()
     dist.barrier()
     expected = ref.dispatch(q.problem, q.ref_inputs(with_weights=False),
-                            ref.DispatchOptions(layout=ref.Layout.EXPERT_MASKED, quantize=True,
+                            ref.DispatchOptions(layout=ref.RecvLayout.EXPERT_MASKED, quantize=True,
                                                 quantize_format=ref.ScaleFormat.FLOAT32))
     expect_equal(bits(recv_count), expected.outputs[rank].num_tokens_per_expert, "facade LL counts")
     ys = []

@@ -104,13 +104,13 @@ def test_reference_round_trip_through_python():
 def test_reference_cached_dispatch_and_layouts():
     problem = ref.Problem(num_ranks=2, num_experts=8, hidden=128, topk=2, max_tokens_per_rank=6)
     inputs = _random_inputs(problem, seed=3, weights=True)
-    options = ref.DispatchOptions(layout=ref.Layout.EXPERT_CONTIGUOUS, expert_alignment=4, zero_padding=True)
+    options = ref.DispatchOptions(layout=ref.RecvLayout.EXPERT_CONTIGUOUS, expert_alignment=4, zero_padding=True)
     first = ref.dispatch(problem, inputs, options)
     again = ref.cached_dispatch(first.routing, inputs)
     for a, b in zip(first.outputs, again):
         np.testing.assert_array_equal(a.x_bf16, b.x_bf16)
         assert np.all(a.expert_offsets[:-1] % 4 == 0)
-    masked = ref.dispatch(problem, inputs, ref.DispatchOptions(layout=ref.Layout.EXPERT_MASKED))
+    masked = ref.dispatch(problem, inputs, ref.DispatchOptions(layout=ref.RecvLayout.EXPERT_MASKED))
     assert masked.outputs[0].num_rows == problem.local_experts() * 2 * 6
 
 
