@@ -4,10 +4,23 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "switchyard/errors.hpp"
 
+namespace switchyard {
+class Communicator;
+}
+
 namespace switchyard::comm_detail {
+
+// shrink's `gone` list, sorted and checked against this rank and the size (InvalidArgument).
+std::vector<int> checked_gone(const std::vector<int>& gone, int rank, int size, const std::string& who);
+
+// On the survivors' new communicator: every survivor passed the same `gone` list and took the rank
+// shrunk_rank gives it (InvalidArgument otherwise).
+void verify_shrink(Communicator& survivors, int old_rank, const std::vector<int>& gone,
+                   std::chrono::milliseconds timeout);
 
 // "500 ms" below a second, "2.0 s" above: the unit a person would use when setting the timeout.
 inline std::string format_duration(std::chrono::milliseconds duration) {

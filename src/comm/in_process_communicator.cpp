@@ -13,6 +13,7 @@
 // timeout or mismatch, make a new set of communicators.
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -58,6 +59,10 @@ struct Rendezvous {
     std::shared_ptr<const Bytes> result;
 
     std::optional<Failure> failure;
+
+    // The survivors' rendezvous after shrink(gone), one per `gone` list: made by the first survivor
+    // that asks, found by the others.
+    std::map<std::vector<int>, std::shared_ptr<Rendezvous>> shrunk;
 };
 
 class InProcessCommunicator final : public Communicator {
@@ -80,6 +85,23 @@ class InProcessCommunicator final : public Communicator {
 
     std::string describe() const override {
         return "in-process rank " + std::to_string(rank_) + " of " + std::to_string(size());
+    }
+
+    // Threads of this process: a rank that stops taking part is still a thread of a live process.
+    PeerStatus peer_status(int) const override { return PeerStatus::kAlive; }
+
+    std::shared_ptr<Communicator> shrink(const std::vector<int>& gone, std::chrono::milliseconds timeout) override {
+        const std::vector<int> sorted = comm_detail::checked_gone(gone, rank_, size(), describe());
+        std::shared_ptr<Rendezvous> survivors;
+        {
+            std::lock_guard<std::mutex> lock(rendezvous_->mutex);
+            std::shared_ptr<Rendezvous>& slot = rendezvous_->shrunk[sorted];
+            if (!slot) slot = std::make_shared<Rendezvous>(size() - int(sorted.size()));
+            survivors = slot;
+        }
+        auto communicator = std::make_shared<InProcessCommunicator>(survivors, shrunk_rank(rank_, sorted));
+        comm_detail::verify_shrink(*communicator, rank_, sorted, timeout);
+        return communicator;
     }
 
   private:

@@ -11,6 +11,12 @@
 // when it fails it sends the verdict to every peer (status, peer, message) so their errors name the
 // same rank. A peer whose own deadline passes first can only name rank 0. After any failure the
 // communicator is unusable: later calls throw Error. Communicators are not thread-safe.
+//
+// Peers' processes. At creation the ranks all-gather their process id and start time; a rank then
+// tells whether a peer's process is gone by reading /proc/<pid>/stat (absent, another process under
+// that id, or a zombie), without communicating, so also after the group broke. A peer whose
+// /proc entry did not match at creation (another PID namespace) is reported as unknown. shrink()
+// forms the survivors' group under a key derived from this one.
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -21,6 +27,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "comm/communicator_common.hpp"
@@ -81,6 +89,37 @@ std::string strip_prefix(const std::string& message) {
     return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
+// A process as /proc shows it: its id and start time (clock ticks after boot), so a reused id is
+// told apart from the process that had it.
+struct ProcessIdentity {
+    int64_t pid = 0;
+    uint64_t start_ticks = 0;
+};
+
+// The start time and state of process `pid` from /proc/<pid>/stat; false when it has no entry.
+bool read_process(int64_t pid, uint64_t& start_ticks, char& state) {
+    std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!file || !std::getline(file, line)) return false;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; fields follow the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) return false;
+    std::istringstream fields(line.substr(close + 1));
+    std::string field;
+    fields >> state;  // field 3
+    for (int index = 4; index <= 22 && fields >> field; ++index)
+        if (index == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+    return true;
+}
+
+ProcessIdentity own_identity() {
+    ProcessIdentity identity;
+    identity.pid = ::getpid();
+    char state = 0;
+    read_process(identity.pid, identity.start_ticks, state);
+    return identity;
+}
+
 class LocalProcessCommunicator final : public Communicator {
   public:
     LocalProcessCommunicator(std::string key, int rank, int size, std::chrono::milliseconds timeout);
@@ -93,6 +132,9 @@ class LocalProcessCommunicator final : public Communicator {
         return "local-process rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (key " +
                key_ + ")";
     }
+    PeerStatus peer_status(int rank) const override;
+    std::string describe_process(int rank) const override;
+    std::shared_ptr<Communicator> shrink(const std::vector<int>& gone, std::chrono::milliseconds timeout) override;
 
   private:
     struct Pending {  // an accepted connection that has not finished its hello
@@ -120,9 +162,15 @@ class LocalProcessCommunicator final : public Communicator {
     [[noreturn]] void fail_peer_closed(Op op);
     void check_usable(Op op) const;
 
+    // Every rank's process as it introduced itself, and whether this rank's /proc showed the same
+    // process then (false: another PID namespace, so /proc cannot answer for it).
+    void exchange_identities(std::chrono::milliseconds timeout);
+
     const std::string key_;
     const int rank_;
     const int size_;
+    std::vector<ProcessIdentity> processes_;
+    std::vector<bool> process_visible_;
     std::vector<Fd> peers_;  // rank 0: one per rank (peers_[0] unused); others: peers_[0] = rank 0
     uint64_t sequence_ = 0;
     std::string broken_;  // first failure; non-empty = unusable
@@ -131,12 +179,61 @@ class LocalProcessCommunicator final : public Communicator {
 LocalProcessCommunicator::LocalProcessCommunicator(std::string key, int rank, int size,
                                                    std::chrono::milliseconds timeout)
     : key_(std::move(key)), rank_(rank), size_(size), peers_(static_cast<size_t>(size)) {
-    if (size_ == 1) return;  // nobody to meet
-    if (rank_ == 0) {
-        connect_as_root(timeout);
-    } else {
-        connect_as_peer(timeout);
+    if (size_ > 1) {  // else nobody to meet
+        const auto start = Clock::now();
+        if (rank_ == 0) {
+            connect_as_root(timeout);
+        } else {
+            connect_as_peer(timeout);
+        }
+        timeout = std::max(std::chrono::milliseconds(1000),
+                           timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
     }
+    exchange_identities(timeout);
+}
+
+void LocalProcessCommunicator::exchange_identities(std::chrono::milliseconds timeout) {
+    processes_.assign(size_t(size_), ProcessIdentity{});
+    process_visible_.assign(size_t(size_), false);
+    const ProcessIdentity mine = own_identity();
+    if (size_ > 1)
+        all_gather(&mine, sizeof mine, processes_.data(), timeout);
+    else
+        processes_[0] = mine;
+    for (int r = 0; r < size_; ++r) {
+        uint64_t start_ticks = 0;
+        char state = 0;
+        process_visible_[r] = processes_[r].start_ticks != 0 &&
+                              read_process(processes_[r].pid, start_ticks, state) &&
+                              start_ticks == processes_[r].start_ticks;
+    }
+}
+
+PeerStatus LocalProcessCommunicator::peer_status(int rank) const {
+    if (rank == rank_) return PeerStatus::kAlive;
+    if (rank < 0 || rank >= size_ || !process_visible_[rank]) return PeerStatus::kUnknown;
+    uint64_t start_ticks = 0;
+    char state = 0;
+    if (!read_process(processes_[rank].pid, start_ticks, state)) return PeerStatus::kGone;
+    if (start_ticks != processes_[rank].start_ticks) return PeerStatus::kGone;  // the id was reused
+    if (state == 'Z' || state == 'X' || state == 'x') return PeerStatus::kGone;  // exited, not yet reaped
+    return PeerStatus::kAlive;
+}
+
+std::string LocalProcessCommunicator::describe_process(int rank) const {
+    if (rank < 0 || rank >= size_ || !process_visible_[rank]) return {};
+    return "process " + std::to_string(processes_[rank].pid) + " on this host";
+}
+
+std::shared_ptr<Communicator> LocalProcessCommunicator::shrink(const std::vector<int>& gone,
+                                                               std::chrono::milliseconds timeout) {
+    const std::vector<int> sorted = comm_detail::checked_gone(gone, rank_, size_, describe());
+    std::string key = key_ + "/without";
+    for (int r : sorted) key += "-" + std::to_string(r);
+    auto survivors = std::make_shared<LocalProcessCommunicator>(key, shrunk_rank(rank_, sorted),
+                                                                size_ - int(sorted.size()), timeout);
+    comm_detail::verify_shrink(*survivors, rank_, sorted, timeout);
+    return survivors;
 }
 
 // --- Rendezvous -------------------------------------------------------------------------------------

@@ -269,6 +269,25 @@ SY_TEST(InProcess, InvalidArguments) {
     SY_CHECK_THROWS_WITH(comms[0]->barrier(-1ms), InvalidArgument, "negative timeout");
 }
 
+// Survivors of a group form a smaller one in the same threads: ranks renumbered in the old order.
+SY_TEST(InProcess, ShrinkToSurvivors) {
+    auto comms = make_in_process_communicators(4);
+    expect(comms[0]->peer_status(3) == PeerStatus::kAlive, "threads of a live process");
+    SY_CHECK(shrunk_rank(3, {2}) == 2 && shrunk_rank(2, {2}) == -1 && shrunk_rank(1, {2, 0}) == 0);
+    std::vector<std::shared_ptr<Communicator>> survivors = {comms[0], comms[1], comms[3]};
+    run_threads(survivors, [&](int index, Communicator& comm) {
+        auto shrunk = comm.shrink({2}, 5s);
+        expect(shrunk->size() == 3 && shrunk->rank() == index, "rank " + std::to_string(shrunk->rank()));
+        const int old_rank = comm.rank();
+        std::vector<int> all(3);
+        shrunk->all_gather(&old_rank, sizeof old_rank, all.data(), 5s);
+        expect(all == std::vector<int>({0, 1, 3}), "old ranks in order");
+        shrunk->barrier(5s);
+    });
+    SY_CHECK_THROWS_WITH(comms[2]->shrink({2}, 1s), InvalidArgument, "this rank is in the list of gone ranks");
+    SY_CHECK_THROWS_WITH(comms[0]->shrink({4}, 1s), InvalidArgument, "rank 4 is outside [0, 4)");
+}
+
 // --- Local-process (fork) ----------------------------------------------------------------------------------
 
 namespace {
@@ -475,6 +494,39 @@ SY_TEST(LocalProcess, RootThatExitsEarly) {
         if (rank == 0) ::_exit(0);
         expect_timeout([&] { comm->barrier(3s); }, rank, {0}, "barrier", 1.0, "closed");
     }));
+}
+
+// A rank's process killed: the others see it gone through /proc (no communication), name its
+// process, and the survivors form a communicator of their own in the same processes, also when the
+// dead rank hosted the rendezvous (rank 0).
+SY_TEST(LocalProcess, SurvivorsOfAKilledProcessShrink) {
+    for (int victim : {2, 0}) {
+        const std::string key = unique_key("shrink" + std::to_string(victim));
+        const std::vector<int> codes = run_processes({0, 1, 2}, [&](int rank) {
+            auto comm = make_local_process_communicator(key, rank, 3, 5s);
+            for (int r = 0; r < 3; ++r) expect(comm->peer_status(r) == PeerStatus::kAlive, "alive at first");
+            expect(contains(comm->describe_process((rank + 1) % 3), "on this host"), comm->describe_process(1));
+            comm->barrier(5s);
+            if (rank == victim) ::raise(SIGKILL);
+            const auto start = Clock::now();
+            while (comm->peer_status(victim) != PeerStatus::kGone) {
+                expect(seconds_since(start) < 5.0, "rank " + std::to_string(victim) + " never seen gone");
+                std::this_thread::sleep_for(1ms);
+            }
+            expect(comm->gone_ranks() == std::vector<int>({victim}), "gone_ranks");
+            const int other = 3 - rank - victim;  // the other survivor (ranks 0 + 1 + 2 = 3)
+            expect(comm->peer_status(other) == PeerStatus::kAlive, "the other survivor is alive");
+            auto shrunk = comm->shrink({victim}, 5s);
+            expect(shrunk->size() == 2 && shrunk->rank() == shrunk_rank(rank, {victim}), "survivors' rank");
+            const int old_rank = rank;
+            int all[2] = {};
+            shrunk->all_gather(&old_rank, sizeof old_rank, all, 5s);
+            expect(all[0] == (victim == 0 ? 1 : 0) && all[1] == (victim == 0 ? 2 : 1), "old ranks in order");
+            shrunk->barrier(5s);
+        });
+        for (int r = 0; r < 3; ++r)
+            SY_CHECK_MSG(codes[r] == (r == victim ? 128 + SIGKILL : 0), "child " << r << " exited " << codes[r]);
+    }
 }
 
 SY_TEST(LocalProcess, MismatchedSizesAreInvalid) {
