@@ -5,11 +5,48 @@
 // the ranks in this rank's NVLink domain are mapped here. Operations run on the buffer's
 // communication stream, ordered after the caller's stream; the caller's stream then waits for
 // them (synchronous mode). With BufferConfig::launch_on_caller_stream they run on the caller's
-// stream itself (no cross-stream event waits).
+// stream itself (no cross-stream event waits). Every call leaves the caller's current CUDA device
+// as it found it. Without a usable GPU, creation throws UnsupportedError ("no GPU: ..."); what a
+// configuration will take, and an op's output shapes, are known before creation
+// (switchyard/planning.hpp).
 //
-// Failures on the GPU (a peer that never arrives, an expert id out of range) are recorded by the
-// kernels and raised on the host by check_errors(), synchronize() and the next operation. After a
-// timeout the buffer is poisoned until every rank calls reset() (or the buffer is destroyed).
+// Errors (errors.hpp). Failures on the GPU are recorded by the kernels and raised on the host, as
+// their own type, by check_errors(), synchronize() and an op that waits for its results on the
+// host (host-synced counts): TimeoutError (a peer did not arrive: names rank, peer and phase, and
+// says when the peer's process is gone), InvalidArgument (expert ids out of range, naming token,
+// slot and id), PeerFailedError (another rank failed the op before any data moved and announced
+// it, naming that rank). The failure poisons the buffer: every later op refuses to start with
+// PoisonedError (which quotes the failure and whose cause() rethrows it) until every rank calls
+// reset(). Invalid routing is announced through the exchange the peers already wait on (the HT
+// counts exchange; the LL arrivals), so every rank raises within milliseconds, not after the
+// timeout.
+//
+// Destruction is collective too: it waits for this rank's ops (and the network's deliveries),
+// then meets the other ranks on the communicator before freeing the memory they map, so no peer
+// writes into freed memory. It never throws and never hangs: when the communicator has already
+// failed, or a peer's process is gone (the local-process communicator sees its connection close),
+// the meeting fails at once; a peer that is alive but never comes is waited for
+// BufferConfig::timeout_seconds * 2 + 10 s at most. Then the memory is freed either way.
+//
+// When a peer dies (its process exited or was killed), the survivors' ops end with a TimeoutError
+// naming it ("its process is gone" where the communicator can tell: Communicator::peer_status);
+// with BufferConfig::ll_mask_unresponsive_ranks, LL ops mask it and carry on instead. The
+// communicator is then unusable, so reset() cannot recover; rebuild over the survivors in the same
+// processes, on every surviving rank:
+//
+//   std::unique_ptr<Buffer> buffer = ...;                     // the buffer whose op failed
+//   std::vector<int32_t> mask = buffer->ll_query_mask();      // LL: masks to carry over (optional)
+//   std::vector<int> gone = communicator->gone_ranks();       // or the ranks the errors named; the
+//                                                             // same list on every survivor
+//   buffer = nullptr;                                         // destroys it (see above)
+//   auto survivors = communicator->shrink(gone, timeout);     // ranks renumbered in the old order
+//   buffer = std::make_unique<Buffer>(survivors, device, config);   // E % new size == 0
+//   for (int r = 0; r < int(mask.size()); ++r)                // a survivor masked before stays so
+//       if (mask[r] && shrunk_rank(r, gone) >= 0) buffer->ll_set_mask(shrunk_rank(r, gone), true);
+//
+// then load the kernels of the new rank count (ht_load_kernels / ll_load_kernels) before the first
+// op, as for any new buffer. The experts of the dead rank are gone with it: the engine re-shards
+// them over the survivors (E must be a multiple of the new rank count).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -60,7 +97,8 @@ class Buffer {
     // Cross-rank barrier on the GPU: returns at once; `stream` continues after every rank arrived.
     void barrier(cudaStream_t stream);
 
-    // Dispatch layout of `topk_idx` ([T, K] int32/int64 on this GPU) for `num_experts` experts.
+    // Dispatch layout of `topk_idx` ([T, K] int32/int64 in this GPU's memory: host memory is an
+    // InvalidArgument; ids out of range are found by the kernel) for `num_experts` experts.
     void get_dispatch_layout(const TensorView& topk_idx, int num_experts, const DispatchLayoutViews& out,
                              cudaStream_t stream);
 
@@ -108,14 +146,17 @@ class Buffer {
     void ll_set_mask(int rank, bool masked);
     void ll_clear_mask();
 
-    // Throws the error a kernel recorded (TimeoutError naming rank, peer and phase; or
-    // InvalidArgument for routing found invalid on the GPU). Does not wait for the GPU.
+    // Throws the error a kernel recorded, as its own type (TimeoutError naming rank, peer and phase;
+    // InvalidArgument for routing found invalid on the GPU; PeerFailedError naming the rank that
+    // announced its failure). Does not wait for the GPU.
     void check_errors() const;
     // Waits for the communication stream (and, with launch_on_caller_stream, for the latest op on
     // its caller's stream) and, on a buffer spanning nodes, for the emulated network to deliver
     // what those ops asked of it; then check_errors().
     void synchronize();
-    // Collective: clears a recorded error and the control workspace so the buffer can be used again.
+    // Collective: clears a recorded error and the control workspace so the buffer can be used again
+    // (every rank calls it, also those whose op did not fail). Needs every rank of the communicator:
+    // after a peer died, rebuild instead (see the top of this file).
     void reset();
 
     // The scale-out network's byte accounting on this rank (include/switchyard/network.hpp):

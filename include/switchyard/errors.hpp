@@ -5,8 +5,10 @@
 // value seen, and what to do instead.
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace switchyard {
 
@@ -38,6 +40,24 @@ class TimeoutError : public Error {
     std::string phase_;
 };
 
+// Another rank failed the operation before any data moved and announced it through the exchange
+// this rank was waiting on (it found expert ids out of range, or its buffer was already poisoned),
+// so this rank's operation stopped at once instead of waiting out the timeout. Names this rank,
+// the failed peer and the phase; the buffer is poisoned on every rank until a collective reset().
+class PeerFailedError : public Error {
+  public:
+    PeerFailedError(const std::string& message, int rank, int peer, std::string phase)
+        : Error(message), rank_(rank), peer_(peer), phase_(std::move(phase)) {}
+    int rank() const { return rank_; }
+    int peer() const { return peer_; }
+    const std::string& phase() const { return phase_; }
+
+  private:
+    int rank_;
+    int peer_;
+    std::string phase_;
+};
+
 // A CUDA runtime, driver or NVRTC call failed.
 class CudaError : public Error {
   public:
@@ -56,10 +76,20 @@ class CompileError : public Error {
     using Error::Error;
 };
 
-// A buffer was used after a failed operation left it in an unknown state (see Buffer::reset()).
+// An operation was called on a buffer that an earlier failure poisoned (see Buffer::reset()). The
+// earlier failure itself is raised as its own type (TimeoutError, PeerFailedError, InvalidArgument,
+// Error) by check_errors(), synchronize() and the operation that waited for it; every later
+// operation refuses to start with this error, whose message quotes that failure and whose cause()
+// rethrows it.
 class PoisonedError : public Error {
   public:
-    using Error::Error;
+    PoisonedError(const std::string& message, std::exception_ptr cause)
+        : Error(message), cause_(std::move(cause)) {}
+    // The recorded failure: std::rethrow_exception(cause()) throws it with its own type.
+    std::exception_ptr cause() const { return cause_; }
+
+  private:
+    std::exception_ptr cause_;
 };
 
 }  // namespace switchyard

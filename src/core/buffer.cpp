@@ -11,10 +11,12 @@
 #include "comm/symmetric_memory.hpp"
 #include "comm/topology.hpp"
 #include "util/cuda_check.hpp"
+#include "core/buffer_sizing.hpp"
 #include "core/error_state.hpp"
 #include "util/mapped_host.hpp"
 #include "core/stream_pool.hpp"
 #include "core/validation.hpp"
+#include "jit/driver_api.hpp"
 #include "core/buffer_impl.hpp"
 #include "launch/ht_launch.hpp"
 #include "launch/launch_context.hpp"
@@ -23,28 +25,6 @@
 
 namespace switchyard {
 namespace {
-
-// Output bytes of the largest single op the configuration allows, with some slack: the HT
-// dispatch's owned per-row arrays and an expert-major copy of R * T_max rows plus the combine
-// output, or the LL masked output [L, R * T_ll, H] with its scales and the LL combine output.
-size_t largest_op_output_bytes(const BufferConfig& config, int num_ranks) {
-    const int64_t hidden = config.max_hidden, topk = config.max_topk;
-    const int64_t row = 2 * hidden + 4 * ((hidden + 127) / 128) + 16 * topk + 64;
-    int64_t bytes = 0;
-    if (config.enable_high_throughput) {
-        const int64_t rows = int64_t(num_ranks) * config.max_tokens_per_rank;
-        bytes = std::max(bytes, rows * row + int64_t(config.max_tokens_per_rank) * (2 * hidden + 8 * topk));
-    }
-    if (config.enable_low_latency) {
-        const int64_t local_experts = (config.max_experts + num_ranks - 1) / num_ranks;
-        const int64_t rows = local_experts * num_ranks * config.ll_max_tokens_per_rank;
-        bytes =
-            std::max(bytes, rows * row + int64_t(config.ll_max_tokens_per_rank) * (2 * hidden + 8 * topk));
-    }
-    // Capped: the reserve comes on top of the buffer itself, and beyond 1 GiB (large EP) the pool
-    // still grows on demand.
-    return static_cast<size_t>(std::min<int64_t>(bytes + bytes / 8, int64_t(1) << 30));
-}
 
 // Names the first field in which two ranks' configurations differ.
 void check_configs_agree(const std::vector<BufferConfig>& configs) {
@@ -113,18 +93,65 @@ void check_hardware_queues(const Topology& topology, bool emulated_network) {
                                "initialised, so every rank's streams get their own hardware queue");
 }
 
+// A Buffer needs a usable GPU `device`: without a driver or a GPU, say so (the runtime alone would
+// report "CUDA driver version is insufficient" for a missing driver).
+void require_gpu(int device) {
+    try {
+        jit::driver();  // UnsupportedError without a driver or a GPU, CudaError for a broken driver
+    } catch (const UnsupportedError& error) {
+        std::string why = error.what();
+        const std::string prefix = "switchyard jit: ";
+        if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+        while (!why.empty() && why.back() == '.') why.pop_back();
+        throw UnsupportedError("switchyard: no GPU: a Buffer needs a CUDA GPU and none is usable here (" + why +
+                               "). The CPU reference (switchyard/reference.hpp) and the planning functions "
+                               "(switchyard/planning.hpp) work without one");
+    }
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status == cudaErrorInsufficientDriver) {
+        (void)cudaGetLastError();
+        int driver_version = 0, runtime_version = 0;
+        cudaDriverGetVersion(&driver_version);
+        cudaRuntimeGetVersion(&runtime_version);
+        throw UnsupportedError("switchyard: the CUDA driver supports CUDA " + std::to_string(driver_version / 1000) +
+                               "." + std::to_string(driver_version % 1000 / 10) +
+                               " but this library was built with the CUDA " +
+                               std::to_string(runtime_version / 1000) + "." +
+                               std::to_string(runtime_version % 1000 / 10) + " runtime: update the driver");
+    }
+    if (status == cudaErrorNoDevice || (status == cudaSuccess && count == 0)) {
+        (void)cudaGetLastError();
+        throw UnsupportedError("switchyard: no GPU: a Buffer needs a CUDA GPU and the CUDA runtime sees none "
+                               "(check CUDA_VISIBLE_DEVICES)");
+    }
+    util::cuda_check(status, "cudaGetDeviceCount");
+    if (device < 0 || device >= count)
+        throw InvalidArgument("switchyard: device " + std::to_string(device) + " is outside the " +
+                              std::to_string(count) + " visible GPU(s) [0, " + std::to_string(count) + ")");
+}
+
+// What the communicator knows of a peer's process, for error messages (core::PeerNote).
+std::string peer_process_note(const Communicator& communicator, int peer) {
+    if (peer < 0 || peer >= communicator.size() || communicator.peer_status(peer) != PeerStatus::kGone) return {};
+    const std::string process = communicator.describe_process(peer);
+    return "rank " + std::to_string(peer) + "'s process" + (process.empty() ? "" : " (" + process + ")") +
+           " is gone: it exited or was killed (rebuild over the survivors: buffer.hpp, \"When a peer dies\")";
+}
+
 }  // namespace
 
 Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const BufferConfig& config)
     : impl_(std::make_unique<Impl>()) {
     if (!communicator) throw InvalidArgument("switchyard: Buffer needs a communicator");
     core::validate_config(config);
+    require_gpu(device);
+    const DeviceScope scope(device);
     Impl& impl = *impl_;
     impl.communicator = std::move(communicator);
     impl.device = device;
     impl.config = upgraded(config);  // an older caller's struct: the newer fields at their defaults
     net::validate_network_config(impl.config, impl.communicator->size());
-    SY_CUDA_CHECK(cudaSetDevice(device));
 
     check_configs_agree(impl.communicator->all_gather_value(impl.config, impl.timeout()));
     impl.topology = comm::detect_topology(*impl.communicator, device, config.emulated_nodes, impl.timeout());
@@ -133,27 +160,19 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         net::plan_network(*impl.communicator, impl.topology, impl.config, device, impl.timeout());
     check_hardware_queues(impl.topology, network_plan.kind == net::NetworkKind::kEmulated);
 
-    device::BufferCapacity capacity{};
-    capacity.num_ranks = impl.communicator->size();
-    capacity.max_experts = config.max_experts;
-    capacity.max_tokens_per_rank = config.max_tokens_per_rank;
-    capacity.max_hidden = config.max_hidden;
-    capacity.max_topk = config.max_topk;
-    capacity.ll_max_tokens_per_rank = config.ll_max_tokens_per_rank;
-    capacity.high_throughput = config.enable_high_throughput;
-    capacity.low_latency = config.enable_low_latency;
-    capacity.ll_zero_copy_combine = config.ll_zero_copy_combine;
-    impl.layout = device::BufferLayout::make(capacity);
+    // Sized by the functions the planning API uses too (switchyard/planning.hpp).
+    impl.layout = device::BufferLayout::make(core::buffer_capacity(impl.config, impl.communicator->size()));
 
     impl.errors = std::make_unique<core::ErrorState>();
+    impl.errors->set_peer_note(
+        [communicator = impl.communicator.get()](int peer) { return peer_process_note(*communicator, peer); });
     impl.outputs = std::make_unique<core::OutputMemory>(device);
-    impl.outputs->reserve(largest_op_output_bytes(config, impl.communicator->size()));
+    impl.outputs->reserve(core::output_pool_reserve_bytes(impl.config, impl.communicator->size()));
     {
         // Worst case of the layout kernel's [chunks][E + R] tagged totals (T_max tokens at the
         // largest top-k) and its epoch word (zero at creation and after reset()).
         device::RoutingScratch& scratch = impl.routing_scratch;
-        scratch.max_chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);
-        scratch.total_words = int64_t(scratch.max_chunks) * (config.max_experts + impl.communicator->size());
+        scratch = core::routing_scratch_extent(impl.config, impl.communicator->size());
         SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
         SY_CUDA_CHECK(cudaMemset(scratch.words, 0, scratch.bytes()));
     }
@@ -209,6 +228,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 Buffer::~Buffer() {
     if (!impl_) return;
     Impl& impl = *impl_;
+    int previous_device = impl.device;
+    cudaGetDevice(&previous_device);
     cudaSetDevice(impl.device);
     if (impl.comm_stream) cudaStreamSynchronize(impl.comm_stream);
     if (impl.config.launch_on_caller_stream && impl.latest_done.valid())
@@ -230,6 +251,7 @@ Buffer::~Buffer() {
     if (impl.routing_scratch.words) cudaFree(impl.routing_scratch.words);
     if (impl.caller_ready) cudaEventDestroy(impl.caller_ready);
     if (impl.comm_stream) core::release_stream(impl.device, impl.comm_stream);
+    cudaSetDevice(previous_device);
 }
 
 int Buffer::rank() const {
@@ -288,6 +310,8 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
         (topk_idx.dtype != DType::kInt32 && topk_idx.dtype != DType::kInt64))
         throw InvalidArgument("switchyard: topk_idx must be a 2-D int32/int64 tensor, got " +
                               topk_idx.describe());
+    // The ids are read and range-checked by the kernel only: host memory is refused here.
+    core::require_device_resident(topk_idx, "topk_idx", impl.device);
     if (topk_idx.shape[1] < 1 || topk_idx.shape[1] > std::min(32, impl.config.max_topk))
         throw InvalidArgument("switchyard: top-k must be in [1, max_topk], got " + topk_idx.describe());
     if (topk_idx.shape[1] > 1 && topk_idx.strides[1] != 1)
@@ -318,7 +342,6 @@ void Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, co
     else
         require(out.token_in_rank, "token_in_rank", DType::kUInt8, tokens, num_ranks(), true);
     require(out.token_expert_pos, "token_expert_pos", DType::kInt32, tokens, topk, true);
-    if (topk_idx.device.type == DeviceType::kCPU) core::validate_expert_ids(topk_idx, num_experts);
 
     device::RoutingArgs args{};
     args.topk_idx = topk_idx.ptr();
@@ -342,7 +365,7 @@ void Buffer::check_errors() const {
 }
 
 void Buffer::synchronize() {
-    SY_CUDA_CHECK(cudaSetDevice(impl_->device));
+    const DeviceScope scope(impl_->device);
     impl_->drain_with_network();
     check_errors();
 }
@@ -356,7 +379,7 @@ NetworkStats Buffer::network_stats() const {
 
 void Buffer::reset() {
     Impl& impl = *impl_;
-    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    const DeviceScope scope(impl.device);
     impl.drain();
     // The network stops delivering (nothing of this rank's lands anywhere after this), then each
     // rank clears its own network state between the barriers, then it delivers again.

@@ -20,6 +20,25 @@
 
 namespace switchyard {
 
+// Makes `device` current for a Buffer call and restores the caller's current device when the call
+// returns or throws: a Buffer never leaves the caller's thread on another device.
+class DeviceScope {
+  public:
+    explicit DeviceScope(int device) {
+        util::cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
+        if (previous_ != device) util::cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    }
+    ~DeviceScope() {
+        int current = previous_;
+        if (cudaGetDevice(&current) == cudaSuccess && current != previous_) cudaSetDevice(previous_);
+    }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+  private:
+    int previous_ = 0;
+};
+
 inline std::chrono::milliseconds to_milliseconds(double seconds) {
     return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
 }
@@ -104,12 +123,12 @@ struct Buffer::Impl {
 
     // Runs `body` on the comm stream after the caller's stream (or after `order.after`), then
     // makes the caller's stream wait for it unless `order.async`; with launch_on_caller_stream, on
-    // the caller's stream itself. Returns the op's completion. A recorded error is raised before
-    // anything is launched.
+    // the caller's stream itself. Returns the op's completion. On a poisoned buffer it throws
+    // PoisonedError before anything is launched. The caller's current device is restored.
     template <typename Body>
     OpEvent run_ordered(cudaStream_t caller, const OpOrder& order, Body&& body) {
-        errors->throw_if_error(config.timeout_seconds);
-        SY_CUDA_CHECK(cudaSetDevice(device));
+        errors->throw_if_poisoned(config.timeout_seconds);
+        const DeviceScope scope(device);
         const cudaStream_t stream = op_stream(caller);
         if (order.after) {
             SY_CUDA_CHECK(cudaStreamWaitEvent(stream, order.after, 0));

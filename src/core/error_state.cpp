@@ -130,11 +130,71 @@ void ErrorState::throw_if_error(double timeout_seconds) const {
     if (!has_error()) return;
     device::ErrorRecord record;
     std::memcpy(&record, host_record_, sizeof(record));
-    throw_error_record(record, timeout_seconds);
+    throw_error_record(record, timeout_seconds, peer_note_);
 }
 
-void throw_error_record(const device::ErrorRecord& record, double timeout_seconds) {
+void ErrorState::throw_if_poisoned(double timeout_seconds, const char* op) const {
+    if (!has_error()) return;
+    try {
+        throw_if_error(timeout_seconds);
+    } catch (const Error& recorded) {
+        std::string cause = recorded.what();
+        const std::string prefix = "switchyard: ";
+        if (cause.rfind(prefix, 0) == 0) cause = cause.substr(prefix.size());
+        const auto* record = reinterpret_cast<volatile device::ErrorRecord*>(host_record_);
+        throw PoisonedError("switchyard: rank " + std::to_string(record->rank) + ": " +
+                                (op ? op : std::string("the operation")) +
+                                " was not started: this buffer is poisoned by an earlier failure; call reset() "
+                                "on every rank (or destroy the buffer) before using it again. The failure: " +
+                                cause,
+                            std::current_exception());
+    }
+}
+
+namespace {
+
+// HT notify words carry the op's sequence in their high half (a count below it), or are the
+// sequence word itself: either way, the op whose entry the peer last wrote.
+uint64_t ht_notify_op(uint64_t word) {
+    return word >= (uint64_t(1) << 32) ? word >> 32 : word;
+}
+
+std::string op_number(uint64_t op) {
+    return op == 0 ? std::string("none") : "#" + std::to_string(op);
+}
+
+// LL arrival counters (transport/ll_arrivals.cuh): op n of a kind runs on set n & 1 and is the
+// ceil(n / 2)-th op there; a counter holds 2^32 per complete op on its set plus one per sending
+// block of the op in progress. Printed in the kind's op numbering, the one the peer details use.
+void describe_ll_arrivals(std::ostream& message, const device::ErrorRecord& record, const char* kind) {
+    const uint64_t set = record.expected & 1u;
+    const uint64_t op = 2 * (record.expected >> 32) - set;
+    const uint64_t complete = record.observed >> 32, blocks = record.observed & 0xffffffffu;
+    message << "waited for the arrivals of its " << kind << " #" << op << " (set " << set << "); on that set ";
+    if (complete == 0)
+        message << "none of its ops had arrived";
+    else
+        message << "its ops had arrived up to #" << 2 * complete - set;
+    if (blocks > 0) message << ", and " << blocks << " sending block(s) of #" << 2 * (complete + 1) - set;
+}
+
+const char* peer_failure_reason(uint64_t reason) {
+    switch (reason) {
+        case device::kPeerFailureInvalidRouting:
+            return "its topk_idx holds expert ids outside [-1, num_experts); it raised InvalidArgument naming "
+                   "the entry";
+        case device::kPeerFailurePoisoned:
+            return "its buffer was already poisoned by an earlier failure, which it raised";
+        default:
+            return "it failed";
+    }
+}
+
+}  // namespace
+
+void throw_error_record(const device::ErrorRecord& record, double timeout_seconds, const PeerNote& peer_note) {
     std::ostringstream message;
+    const std::string note = peer_note && record.peer >= 0 ? peer_note(record.peer) : std::string();
     if (record.kind == device::kErrorInvalidRouting) {
         message << "switchyard: rank " << record.rank << ": topk_idx[" << record.detail[0] << "]["
                 << record.detail[1] << "] = " << static_cast<int64_t>(record.observed) << " is outside [-1, "
@@ -144,6 +204,16 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
                         : "before any data moved")
                 << "); call reset() on all ranks before reusing the buffer";
         throw InvalidArgument(message.str());
+    }
+    if (record.kind == device::kErrorPeerFailed) {
+        message << "switchyard: rank " << record.rank << ": rank " << record.peer << " failed this "
+                << (record.phase == device::kPhaseHtNotify ? "high-throughput op" : phase_name(record.phase))
+                << " before any data moved (" << peer_failure_reason(record.observed)
+                << ") and announced it in phase '" << phase_name(record.phase)
+                << "', so this rank stopped at once";
+        if (!note.empty()) message << "; " << note;
+        message << "; the buffer is poisoned on every rank: call reset() on all ranks before reusing it";
+        throw PeerFailedError(message.str(), record.rank, record.peer, phase_name(record.phase));
     }
     if (record.kind == device::kErrorPeerTable) {
         message << "switchyard: rank " << record.rank << ": the device peer table was overwritten after "
@@ -160,8 +230,10 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
         throw Error(message.str());
     }
     if (record.kind == device::kErrorSequenceMismatch) {
-        message << "switchyard: rank " << record.rank << " is running op " << record.expected << " but rank "
-                << record.peer << " published op " << record.observed << " in phase '"
+        const uint64_t observed =
+            record.phase == device::kPhaseHtNotify ? ht_notify_op(record.observed) : record.observed;
+        message << "switchyard: rank " << record.rank << " is running op #" << record.expected << " but rank "
+                << record.peer << " published op #" << observed << " in phase '"
                 << phase_name(record.phase)
                 << "': the ranks' operation sequences diverged (every rank must issue the same "
                    "operations in the same order on this buffer); the buffer is poisoned: call reset() "
@@ -183,27 +255,30 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
         !network && (record.phase == device::kPhaseLlDispatch || record.phase == device::kPhaseLlCombine) &&
         record.expected >= (uint64_t(1) << 32);
     if (ll_arrivals) {
-        // LL arrival counters: 2^32 per complete op on the set, plus one per sending block seen of
-        // an op in progress (ll_sync.cuh). (The masking decision waits on a plain sequence.)
-        message << "expected op " << (record.expected >> 32) << " on set " << (record.expected & 1u)
-                << " complete, seen " << (record.observed >> 32) << " complete and "
-                << (record.observed & 0xffffffffu) << " block arrivals of the next";
-        // The op of the peer's latest send counts both sets.
-        describe_peer_kernel(message, record,
-                             record.phase == device::kPhaseLlDispatch ? "low-latency dispatch send"
-                                                                      : "low-latency combine send");
+        const bool dispatch = record.phase == device::kPhaseLlDispatch;
+        describe_ll_arrivals(message, record, dispatch ? "low-latency dispatch" : "low-latency combine");
+        // The peer's latest send, in the same numbering (the sequence of its kind).
+        describe_peer_kernel(message, record, dispatch ? "low-latency dispatch send" : "low-latency combine send");
     } else if (is_network_record(record)) {
         describe_network_wait(message, record);
+    } else if (record.phase == device::kPhaseHtNotify) {
+        // Counts-exchange words carry their op's sequence above the count (counts_exchange.cuh).
+        message << "waited for its counts-exchange entry of op #" << record.expected << "; its latest entry here is op "
+                << op_number(ht_notify_op(record.observed));
+        describe_peer_kernel(message, record, "high-throughput kernel");
+    } else if (record.phase == device::kPhaseHtData || record.phase == device::kPhaseBarrier) {
+        message << "waited for its signal of op #" << record.expected << "; its latest here is op "
+                << op_number(record.observed);
+        describe_peer_kernel(message, record,
+                             record.phase == device::kPhaseBarrier ? "barrier kernel" : "high-throughput kernel");
     } else {
-        message << "expected signal " << record.expected << ", last seen " << record.observed;
-        // (Combine arrivals count rows, not ops: the peer's op is still the HT op it runs.)
-        if (record.phase == device::kPhaseBarrier)
-            describe_peer_kernel(message, record, "barrier kernel");
-        else if (record.phase == device::kPhaseHtNotify || record.phase == device::kPhaseHtData ||
-                 record.phase == device::kPhaseHtCombine)
-            describe_peer_kernel(message, record, "high-throughput kernel");
+        // Combine arrivals count rows, not ops (the peer's op is still the HT op it runs).
+        message << "expected " << record.expected << ", last seen " << record.observed;
+        if (record.phase == device::kPhaseHtCombine) describe_peer_kernel(message, record, "high-throughput kernel");
     }
-    message << "); the buffer is poisoned: call reset() on all ranks or destroy it";
+    message << ")";
+    if (!note.empty()) message << "; " << note;
+    message << "; the buffer is poisoned: call reset() on all ranks or destroy it";
     throw TimeoutError(message.str(), record.rank, record.peer, phase_name(record.phase));
 }
 

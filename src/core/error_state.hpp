@@ -2,15 +2,25 @@
 // times out or routing is invalid, and its translation into a switchyard exception.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "switchyard/common/diagnostics.cuh"
 
 namespace switchyard::core {
 
 const char* phase_name(int32_t phase);
 
-// Throws the exception a recorded error stands for (TimeoutError, InvalidArgument or Error), with
-// a message that names the rank, the peer, the phase and what the record says about the peer.
-[[noreturn]] void throw_error_record(const device::ErrorRecord& record, double timeout_seconds);
+// What the host knows about a peer's process, for error messages: a sentence such as "rank 3's
+// process (pid 4242) is gone: it exited or was killed", or empty when nothing is known.
+using PeerNote = std::function<std::string(int peer)>;
+
+// Throws the exception a recorded error stands for (TimeoutError, PeerFailedError, InvalidArgument
+// or Error), with a message that names the rank, the peer, the phase, what the record says about
+// the peer and, when `peer_note` knows it, that the peer's process is gone. Waited-for values are
+// printed as what they mean (op numbers, counts), never as raw tagged words.
+[[noreturn]] void throw_error_record(const device::ErrorRecord& record, double timeout_seconds,
+                                     const PeerNote& peer_note = {});
 
 class ErrorState {
   public:
@@ -24,11 +34,17 @@ class ErrorState {
     // refused request here.
     device::ErrorRecord* host_record() const { return host_record_; }
     bool has_error() const;
-    // Throws the recorded error (TimeoutError or InvalidArgument); no-op when none.
+    // Throws the recorded error as its own type (throw_error_record); no-op when none.
     void throw_if_error(double timeout_seconds) const;
+    // Before an op: throws PoisonedError (the recorded error as its cause, quoted in the message)
+    // naming `op` ("the operation" when null); no-op when none.
+    void throw_if_poisoned(double timeout_seconds, const char* op = nullptr) const;
     void clear();
+    // Set by the Buffer: what its communicator knows of a peer's process.
+    void set_peer_note(PeerNote note) { peer_note_ = std::move(note); }
 
   private:
+    PeerNote peer_note_;
     device::ErrorRecord* host_record_ = nullptr;
     device::ErrorRecord* device_record_ = nullptr;
 };

@@ -330,6 +330,7 @@ static DispatchResult run_dispatch(Buffer::Impl& impl, const DispatchArgs& args,
                                    const std::shared_ptr<const DispatchHandle>& cached, cudaStream_t stream) {
     require_high_throughput(impl);
     const DispatchArgs checked = checked_dispatch_args(impl, args, cached.get());
+    if (!cached) core::require_device_resident(args.topk_idx, "topk_idx", impl.device);
     launch::HtDispatchPlan plan = plan_dispatch(impl, checked, cached != nullptr);
     if (plan.host_synced && stream_is_capturing(stream))
         throw InvalidArgument(

@@ -222,6 +222,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_dispatch");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
+    core::require_device_resident(args.topk_idx, "topk_idx", impl.device);
     const std::shared_ptr<LowLatencyHandle> handle =
         make_dispatch_handle(args, num_ranks(), impl.config.ll_max_tokens_per_rank);
     const launch::LlDispatchPlan plan = dispatch_plan(args, *handle, impl.config);
@@ -261,7 +262,8 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_combine");
     core::validate_ll_combine(args, handle.get(), ll_validation_context(impl));
-    const TensorView y = args.zero_copy ? ll_combine_input(*handle) : args.y;
+    core::require_device_resident(args.topk_idx, "topk_idx", impl.device);
+    const TensorView y = args.zero_copy ? ll_combine_input(*handle) : core::ll_combine_y_view(args.y, *handle);
     const launch::LlCombinePlan plan = combine_plan(args, *handle, impl.config);
     const int phases = first_phases(args.return_recv_hook);
     const device::OpTrace trace = ll_combine_trace(impl, phases);
@@ -327,7 +329,7 @@ std::vector<int32_t> Buffer::ll_query_mask() {
     core::validate_low_latency(impl.config, "ll_query_mask");
     const int R = num_ranks();
     std::vector<int32_t> mask(R, 0);
-    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    const DeviceScope scope(impl.device);
     // Wait for queued ops first: a copy into pageable memory that waits behind a kernel holds the
     // driver's staging buffers, which a co-located rank's own copy may need (DESIGN.md §4, rule 6).
     impl.drain();
@@ -342,14 +344,14 @@ void Buffer::ll_set_mask(int rank, bool masked) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_set_mask");
     core::validate_ll_mask_rank(rank, ll_validation_context(impl));
-    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    const DeviceScope scope(impl.device);
     write_mask(impl, rank, 1, masked);
 }
 
 void Buffer::ll_clear_mask() {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_clear_mask");
-    SY_CUDA_CHECK(cudaSetDevice(impl.device));
+    const DeviceScope scope(impl.device);
     write_mask(impl, 0, num_ranks(), false);
 }
 

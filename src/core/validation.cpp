@@ -1,6 +1,8 @@
 // Host-side argument validation (see validation.hpp).
 #include "core/validation.hpp"
 
+#include <cuda_runtime_api.h>
+
 #include <sstream>
 #include <string>
 
@@ -156,7 +158,6 @@ void validate_topk(const DispatchArgs& args, const ValidationContext& context, i
     if (!args.topk_idx.defined()) fail("topk_idx is required for a dispatch without a handle");
     const int64_t topk = require_topk_idx(args.topk_idx, context, num_tokens);
     if (args.topk_weights.defined()) require_topk_weights(args.topk_weights, context, num_tokens, topk);
-    if (args.topk_idx.device.type == DeviceType::kCPU) validate_expert_ids(args.topk_idx, args.num_experts);
 }
 
 void validate_scales(const DispatchArgs& args, const ValidationContext& context, int64_t num_tokens,
@@ -226,19 +227,28 @@ void validate_num_experts(int32_t num_experts, const ValidationContext& context)
              std::to_string(context.num_ranks) + ") so every rank owns E/R experts");
 }
 
-void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts) {
-    const int64_t tokens = topk_idx.shape[0], topk = topk_idx.shape[1];
-    for (int64_t t = 0; t < tokens; ++t) {
-        for (int64_t k = 0; k < topk; ++k) {
-            const int64_t offset = t * topk_idx.strides[0] + k * topk_idx.strides[1];
-            const int64_t value = topk_idx.dtype == DType::kInt64 ? topk_idx.ptr_as<const int64_t>()[offset]
-                                                                  : topk_idx.ptr_as<const int32_t>()[offset];
-            if (value < -1 || value >= num_experts)
-                fail("topk_idx[" + std::to_string(t) + "][" + std::to_string(k) +
-                     "] = " + std::to_string(value) + " is outside [-1, " + std::to_string(num_experts) +
-                     "); use -1 for an empty slot");
-        }
+void require_device_resident(const TensorView& view, const char* name, int device) {
+    if (!view.defined()) return;
+    const std::string where = "cuda:" + std::to_string(device);
+    if (view.device.type != DeviceType::kCUDA || view.device.id != device)
+        fail(std::string(name) + " must be in device memory on the buffer's GPU (" + where +
+             "): the expert ids are checked and routed on the GPU; got " + shape_text(view));
+    if (view.numel() == 0) return;
+    cudaPointerAttributes attributes{};
+    const cudaError_t status = cudaPointerGetAttributes(&attributes, view.ptr());
+    if (status != cudaSuccess) {
+        (void)cudaGetLastError();
+        fail(std::string(name) + " is labelled " + where + " but its pointer is not device memory (" +
+             cudaGetErrorName(status) + ")");
     }
+    if (attributes.type == cudaMemoryTypeManaged) return;
+    if (attributes.type == cudaMemoryTypeDevice && attributes.device == device) return;
+    const char* what = attributes.type == cudaMemoryTypeHost           ? "pinned host memory"
+                       : attributes.type == cudaMemoryTypeUnregistered ? "pageable host memory"
+                                                                       : "memory of another GPU";
+    fail(std::string(name) + " is labelled " + where + " but its pointer is " + what +
+         (attributes.type == cudaMemoryTypeDevice ? " (cuda:" + std::to_string(attributes.device) + ")" : "") +
+         "; copy it to the buffer's GPU first");
 }
 
 void validate_dispatch(const DispatchArgs& args, const ValidationContext& context) {
@@ -397,9 +407,13 @@ void validate_ll_combine(const LowLatencyCombineArgs& args, const LowLatencyHand
             fail("ll_combine with zero_copy = true needs BufferConfig::ll_zero_copy_combine = true");
         if (contiguous) fail("ll_combine with zero_copy = true needs a dispatch in the masked layout");
     } else {
-        require_tensor(args.y, "y", DType::kBFloat16, contiguous ? 2 : 3, context);
+        // A masked y may also come flattened to [L * R*T_ll, H], as the HT combine takes it.
+        const bool flattened = !contiguous && args.y.ndim == 2;
+        require_tensor(args.y, "y", DType::kBFloat16, contiguous || flattened ? 2 : 3, context);
         if (contiguous)
             require_shape(args.y, "y", {handle->contiguous_rows, H});
+        else if (flattened)
+            require_shape(args.y, "y", {L * handle->rows_per_expert(), H});
         else
             require_shape(args.y, "y", {L, handle->rows_per_expert(), H});
         require_aligned_rows(args.y, "y");
@@ -427,6 +441,15 @@ void validate_ll_combine(const LowLatencyCombineArgs& args, const LowLatencyHand
     }
     require_optional_vector(args.wait_time_stats, "wait_time_stats", DType::kInt64, context.num_ranks,
                             context);
+}
+
+TensorView ll_combine_y_view(const TensorView& y, const LowLatencyHandle& handle) {
+    if (handle.layout != RecvLayout::kExpertMasked || y.ndim != 2) return y;
+    TensorView view = TensorView::strided(y.data, y.dtype, {handle.local_experts, handle.rows_per_expert(), y.shape[1]},
+                                          {handle.rows_per_expert() * y.strides[0], y.strides[0], y.strides[1]},
+                                          y.device);
+    view.byte_offset = y.byte_offset;
+    return view;
 }
 
 void validate_ll_combine_input(const LowLatencyHandle& handle, bool has_zero_copy_area,

@@ -31,12 +31,16 @@ void validate_config(const BufferConfig& config);
 // Checks the number of experts against the rank count and the buffer.
 void validate_num_experts(int32_t num_experts, const ValidationContext& context);
 
-// Validates a dispatch call. Expert ids are range-checked here only when topk_idx is in host
-// memory; for device memory the layout kernel checks them before any data moves.
+// Validates a dispatch call. Expert ids live on the GPU (require_device_resident): the routing
+// kernel checks their range before any data moves.
 void validate_dispatch(const DispatchArgs& args, const ValidationContext& context);
 
-// Range check of host-resident expert ids: throws InvalidArgument naming token, slot and value.
-void validate_expert_ids(const TensorView& topk_idx, int32_t num_experts);
+// Every op's topk_idx (and whatever else a kernel reads without a host check): labelled as the
+// buffer's CUDA device and, asked of the CUDA runtime, device (or managed) memory of that device.
+// Host memory, pinned or pageable, and another GPU's memory are an InvalidArgument saying which.
+// The only check here that calls CUDA (cudaPointerGetAttributes), so the ops make it, not the
+// validate_* functions above.
+void require_device_resident(const TensorView& view, const char* name, int device);
 
 // Validates a combine call given the dispatch it answers (its layout, rows and token count).
 struct CombineShape {
@@ -65,6 +69,10 @@ void validate_ll_layout(const LowLatencyDispatchArgs& args);
 // Validates an LL combine call given the handle of the dispatch it answers (null: none given).
 void validate_ll_combine(const LowLatencyCombineArgs& args, const LowLatencyHandle* handle,
                          const ValidationContext& context);
+
+// The y an LL combine's kernel reads, from a validated y: a masked y flattened to [L * R*T_ll, H]
+// as its [L, R*T_ll, H] view; any other y unchanged.
+TensorView ll_combine_y_view(const TensorView& y, const LowLatencyHandle& handle);
 
 // Buffer::ll_combine_input: a buffer with the zero-copy area and a masked dispatch of this buffer.
 void validate_ll_combine_input(const LowLatencyHandle& handle, bool has_zero_copy_area,

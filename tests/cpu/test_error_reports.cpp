@@ -53,7 +53,8 @@ SY_TEST(error_reports, ll_timeout_says_what_the_peer_did) {
     const std::string text = message_of(record);
     SY_CHECK(contains(text, "rank 1 timed out"));
     SY_CHECK(contains(text, "waiting for rank 0 in phase 'low-latency dispatch'"));
-    SY_CHECK(contains(text, "expected op 1 on set 1 complete, seen 0 complete and 0 block arrivals"));
+    SY_CHECK(contains(text, "waited for the arrivals of its low-latency dispatch #1 (set 1); on that set none of "
+                            "its ops had arrived"));
     SY_CHECK(contains(text, "(its op #1) started 10.0005 s before this report"));
     SY_CHECK(contains(text, "its block 0 last raised its arrivals for op #0"));
     SY_CHECK(contains(text, "rank 0's own buffer is poisoned"));
@@ -80,7 +81,7 @@ SY_TEST(error_reports, barrier_timeout_names_the_peer_kernel) {
     record.detail[device::kPeerDetailSinceStart] = 2'000'000'000;
     record.detail[device::kPeerDetailPoisoned] = 0;
     const std::string text = message_of(record);
-    SY_CHECK(contains(text, "phase 'barrier' (expected signal 3, last seen 2"));
+    SY_CHECK(contains(text, "phase 'barrier' (waited for its signal of op #3; its latest here is op #2"));
     SY_CHECK(contains(text, "rank 0's latest barrier kernel (its op #2) started 2 s before this report"));
     SY_CHECK(!contains(text, "poisoned (it failed"));
 }
@@ -97,6 +98,95 @@ SY_TEST(error_reports, invalid_routing_names_the_entry) {
     record.detail[1] = 3;
     SY_CHECK_THROWS_WITH(core::throw_error_record(record, 10.0), InvalidArgument,
                          "topk_idx[7][3] = 300 is outside [-1, 256)");
+}
+
+// One numbering for LL: the sequence of the op kind, for the op waited for, the ops arrived and the
+// peer's latest send (ops n and n + 2 share a set).
+SY_TEST(error_reports, ll_timeout_uses_one_op_numbering) {
+    device::ErrorRecord record = ll_dispatch_timeout();
+    record.phase = device::kPhaseLlCombine;
+    record.expected = (uint64_t(3) << 32) | 0u;  // combine #6, set 0
+    record.observed = (uint64_t(2) << 32) | 5u;  // #2 and #4 arrived, 5 blocks of #6
+    record.detail[device::kPeerDetailOp] = 6;
+    record.detail[device::kPeerDetailSinceStart] = 1'000'000'000;
+    const std::string text = message_of(record);
+    SY_CHECK_MSG(contains(text, "arrivals of its low-latency combine #6 (set 0); on that set its ops had arrived up "
+                                "to #4, and 5 sending block(s) of #6"),
+                 text);
+    SY_CHECK(contains(text, "latest low-latency combine send (its op #6)"));
+    SY_CHECK(!contains(text, "21474836"));  // no raw counter words
+}
+
+// The HT counts exchange's words carry the op above the count: the report decodes them (at EP4 a
+// peer's op-3 word with 10 rows is 12884901898).
+SY_TEST(error_reports, ht_notify_timeout_decodes_tagged_words) {
+    device::ErrorRecord record = ll_dispatch_timeout();
+    record.phase = device::kPhaseHtNotify;
+    record.expected = 4;
+    record.observed = (uint64_t(3) << 32) | 10u;
+    record.detail[device::kPeerDetailOp] = 3;
+    record.detail[device::kPeerDetailSinceStart] = 5'000'000'000;
+    std::string text = message_of(record);
+    SY_CHECK_MSG(contains(text, "waited for its counts-exchange entry of op #4; its latest entry here is op #3"), text);
+    SY_CHECK_MSG(!contains(text, "12884901898"), text);
+    record.observed = 0;
+    text = message_of(record);
+    SY_CHECK_MSG(contains(text, "its latest entry here is op none"), text);
+    // A sequence mismatch decodes the word it saw as well.
+    record.kind = device::kErrorSequenceMismatch;
+    record.observed = (uint64_t(5) << 32) | 2u;
+    SY_CHECK_THROWS_WITH(core::throw_error_record(record, 10.0), Error, "but rank 0 published op #5");
+}
+
+// A peer that announced its failure: PeerFailedError naming it, saying why, no timeout.
+SY_TEST(error_reports, peer_failure_names_the_failed_rank) {
+    device::ErrorRecord record{};
+    record.kind = device::kErrorPeerFailed;
+    record.rank = 1;
+    record.peer = 3;
+    record.phase = device::kPhaseHtNotify;
+    record.expected = 7;
+    record.observed = device::kPeerFailureInvalidRouting;
+    for (int64_t& word : record.detail) word = device::kDetailUnknown;
+    bool thrown = false;
+    try {
+        core::throw_error_record(record, 100.0);
+    } catch (const PeerFailedError& error) {
+        thrown = true;
+        const std::string text = error.what();
+        SY_CHECK_EQ(error.rank(), 1);
+        SY_CHECK_EQ(error.peer(), 3);
+        SY_CHECK_EQ(error.phase(), std::string("high-throughput notify"));
+        SY_CHECK_MSG(contains(text, "rank 1: rank 3 failed this high-throughput op before any data moved"), text);
+        SY_CHECK_MSG(contains(text, "expert ids outside [-1, num_experts)"), text);
+        SY_CHECK_MSG(contains(text, "call reset() on all ranks"), text);
+        SY_CHECK(!contains(text, "timed out"));
+    }
+    SY_CHECK(thrown);
+    record.observed = device::kPeerFailurePoisoned;
+    record.phase = device::kPhaseLlDispatch;
+    SY_CHECK_THROWS_WITH(core::throw_error_record(record, 100.0), PeerFailedError,
+                         "rank 3 failed this low-latency dispatch before any data moved (its buffer was already "
+                         "poisoned");
+}
+
+// What the communicator knows of the peer's process joins the message.
+SY_TEST(error_reports, a_gone_process_is_named) {
+    device::ErrorRecord record = ll_dispatch_timeout();
+    const core::PeerNote note = [](int peer) {
+        return peer == 0 ? std::string("rank 0's process (process 4242 on this host) is gone: it exited or was "
+                                       "killed")
+                         : std::string();
+    };
+    bool thrown = false;
+    try {
+        core::throw_error_record(record, 10.0, note);
+    } catch (const TimeoutError& error) {
+        thrown = true;
+        SY_CHECK_MSG(contains(error.what(), "rank 0's process (process 4242 on this host) is gone"), error.what());
+        SY_CHECK_EQ(error.peer(), 0);
+    }
+    SY_CHECK(thrown);
 }
 
 SY_TEST_MAIN()

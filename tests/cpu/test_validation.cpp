@@ -97,12 +97,17 @@ SY_TEST(Validation, TooManyTokens) {
     expect_invalid(f.args(), context, "more than the buffer's max_tokens_per_rank (3)");
 }
 
-SY_TEST(Validation, ExpertIdOutOfRange) {
+// Expert ids are checked on the GPU: a topk_idx that is not device memory of the buffer's GPU is
+// rejected by every op before anything else reads it (here: the label; on a GPU also the pointer).
+SY_TEST(Validation, HostTopkIdxIsRejected) {
     Fixture f;
-    f.idx[5] = 8;  // E = 8: valid ids are -1..7
-    expect_invalid(f.args(), f.context(), "topk_idx[2][1] = 8 is outside [-1, 8)");
-    f.idx[5] = -2;
-    expect_invalid(f.args(), f.context(), "topk_idx[2][1] = -2");
+    const DispatchArgs a = f.args();  // host memory, labelled cpu
+    SY_CHECK_THROWS_WITH(core::require_device_resident(a.topk_idx, "topk_idx", 0), InvalidArgument,
+                         "topk_idx must be in device memory on the buffer's GPU (cuda:0)");
+    TensorView other = a.topk_idx;
+    other.device = Device::cuda(1);
+    SY_CHECK_THROWS_WITH(core::require_device_resident(other, "topk_idx", 0), InvalidArgument, "got int64[4, 2]");
+    core::require_device_resident(TensorView{}, "topk_idx", 0);  // an optional tensor not given
 }
 
 SY_TEST(Validation, ExpertsNotDivisibleByRanks) {
@@ -283,8 +288,18 @@ SY_TEST(Validation, LowLatencyCombine) {
     LowLatencyCombineArgs a = args;
     a.y.shape[1] = rows - 1;
     expect(a, &handle, "y must have shape [4, 16, 256]");
+    // A masked y may also come flattened, as the HT combine takes it; the kernel reads it as 3-D.
     a = args;
     a.y = TensorView::contiguous(y.data(), DType::kBFloat16, {4 * rows, Fixture::kHidden});
+    core::validate_ll_combine(a, &handle, context);
+    handle.layout = RecvLayout::kExpertMasked;
+    const TensorView as_3d = core::ll_combine_y_view(a.y, handle);
+    SY_CHECK(as_3d.ndim == 3 && as_3d.shape[0] == 4 && as_3d.shape[1] == rows && as_3d.shape[2] == Fixture::kHidden);
+    SY_CHECK(as_3d.strides[0] == rows * Fixture::kHidden && as_3d.strides[1] == Fixture::kHidden);
+    SY_CHECK(core::ll_combine_y_view(args.y, handle).ndim == 3);
+    a.y.shape[0] = 4 * rows - 1;
+    expect(a, &handle, "y must have shape [64, 256]");
+    a.y = TensorView::contiguous(y.data(), DType::kBFloat16, {4 * rows * Fixture::kHidden});
     expect(a, &handle, "y must be 3-D");
     a = args;
     a.topk_weights = TensorView{};

@@ -142,8 +142,19 @@ SY_TEST(Barrier, PeerThatNeverArrivesTimesOut) {
                         SY_CHECK_EQ(error.phase(), std::string("barrier"));
                     }
                     SY_CHECK(thrown);
-                    // Poisoned: the next operation refuses to start.
-                    SY_CHECK_THROWS(buffer.barrier(env.stream), TimeoutError);
+                    // Poisoned: the next operation refuses to start, quoting the timeout as its cause;
+                    // check_errors() still raises the timeout itself.
+                    bool refused = false;
+                    try {
+                        buffer.barrier(env.stream);
+                    } catch (const PoisonedError& error) {
+                        refused = true;
+                        SY_CHECK_MSG(std::string(error.what()).find("timed out") != std::string::npos,
+                                     error.what());
+                        SY_CHECK_THROWS(std::rethrow_exception(error.cause()), TimeoutError);
+                    }
+                    SY_CHECK(refused);
+                    SY_CHECK_THROWS(buffer.check_errors(), TimeoutError);
                 }
             }  // both ranks tear the buffer down
             Buffer fresh(env.communicator, env.device, small_config(kTimeout));

@@ -19,6 +19,14 @@ enum ErrorKind : uint32_t {
     kErrorSequenceMismatch = 3,  // a peer published another op's sequence than this rank is running
     kErrorPeerTable = 4,         // the device peer table no longer holds what the host wrote
     kErrorNetworkRequest = 5,    // a network request out of bounds (transport/net.cuh): never sent
+    kErrorPeerFailed = 6,        // a peer announced that it failed this op before moving data (`peer`;
+                                 // `observed`: its PeerFailure)
+};
+
+// Why a rank announced that it fails an op before moving data (kErrorPeerFailed at its peers).
+enum PeerFailure : uint32_t {
+    kPeerFailureInvalidRouting = 1,  // its topk_idx holds ids outside [-1, E)
+    kPeerFailurePoisoned = 2,        // its buffer was poisoned by an earlier failure
 };
 
 // Where a wait happened; the host prints these names.
