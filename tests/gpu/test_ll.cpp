@@ -358,8 +358,9 @@ SY_TEST(LowLatencySanitizer, SmallEp2RoundTrip) {
 }
 
 // An id outside [-1, E) in one rank's device top-k table: that rank's dispatch raises
-// InvalidArgument naming the entry, while its peer's dispatch completes (the bad rank still sends
-// its valid entries and arrives); after reset() on both ranks the buffer works again.
+// InvalidArgument naming the entry; it still arrives, with headers that announce its failure, so
+// its peer's dispatch stops at once with a PeerFailedError naming it (not a timeout); after
+// reset() on both ranks the buffer works again.
 SY_TEST(LowLatency, InvalidExpertIdOnOneRank) {
     require_gpus(1);
     Case c;
@@ -382,7 +383,14 @@ SY_TEST(LowLatency, InvalidExpertIdOnOneRank) {
             SY_CHECK_THROWS_WITH(buffer.check_errors(), InvalidArgument,
                                  "topk_idx[2][1] = 99 is outside [-1, 16)");
         } else {
-            buffer.check_errors();  // the peer's op completed: nothing recorded, nothing thrown
+            bool named = false;
+            try {
+                buffer.check_errors();
+            } catch (const PeerFailedError& error) {
+                named = error.peer() == 1 && error.phase() == "low-latency dispatch";
+                SY_CHECK_MSG(named, error.what());
+            }
+            SY_CHECK_MSG(named, "rank 0 did not raise PeerFailedError naming rank 1");
         }
         dispatched = {};
         buffer.reset();

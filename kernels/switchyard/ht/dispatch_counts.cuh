@@ -3,10 +3,11 @@
 //
 //  notify_peers       block 0 of a cached dispatch (no routing kernel ran): this rank's row counts
 //                     to every peer, each in a 64-bit word tagged with the op's sequence
-//                     (transport/counts_exchange.cuh);
+//                     (transport/counts_exchange.cuh), or the failure of a poisoned buffer;
 //  wait_for_counts    every block: waits until all peers' words carry this op's tag, which also
 //                     proves each destination has entered this op (its region is free), and sums
-//                     where this rank's rows start at each destination;
+//                     where this rank's rows start at each destination; a peer's announced
+//                     failure ends the op here (kErrorPeerFailed);
 //  publish_recv_info  block 0: rows per source, expert counts and offsets, for the receive
 //                     kernel, combine and (host-synced counts) the host.
 #pragma once
@@ -38,14 +39,14 @@ SY_DEVICE int32_t tagged_count(const uint64_t* word) {
 }
 
 // Block 0 (all threads), when the routing kernel has not notified (a cached dispatch): publish this
-// rank's counts, from the handle, to every peer.
-SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence) {
+// rank's counts, from the handle, to every peer (`failure`: announce that instead).
+SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence, uint32_t failure) {
     const HtCommon& c = args.common;
     const HtNotifyTarget target{c.peer_bases, c.layout.workspace, nullptr,
                                 c.rank,       c.num_ranks,        c.local_experts};
     ht_notify_peers(
         target, sequence, [&](int32_t rank) { return args.num_tokens_per_rank[rank]; },
-        [&](int32_t expert) { return args.num_tokens_per_expert[expert]; });
+        [&](int32_t expert) { return args.num_tokens_per_expert[expert]; }, failure);
 }
 
 // Waits until *word carries this op's tag (the sequence's low 32 bits) and checks that it is not a
@@ -68,7 +69,8 @@ SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagn
     return false;
 }
 
-// Every block: wait for every word of all peers' entries; returns false on timeout. Also fills
+// Every block: wait for every word of all peers' entries; returns false on timeout, and when a
+// source announced that it failed the op (reported as kErrorPeerFailed naming it). Also fills
 // `dest_offset` [R] (shared): the rows that sources before this rank send to each rank q, where
 // this rank's rows start at q. They are summed from the words as they arrive (integer adds, so
 // the order does not matter): reading them again after the wait cost every block one more round
@@ -87,24 +89,33 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* de
                                                            kPhaseHtNotify, source, peer_details(c, source))
                                        : wait_for_tag(entry.words + word, sequence, c.diagnostics, source,
                                                       peer_details(c, source), value);
-        if (!arrived) ok = 0;
+        const bool failed = arrived && word >= 1 && HtNotifyView::is_failure(value);
+        if (failed && source != c.rank)  // (this rank's own failure is already recorded)
+            report_error(c.diagnostics, kErrorPeerFailed, kPhaseHtNotify, source, sequence,
+                         HtNotifyView::failure_of(value), 0);
+        if (!arrived || failed) ok = 0;
         const bool rows_to_rank = word >= 1 && word < 1 + c.num_ranks;
-        if (arrived && rows_to_rank && source < c.rank)
+        if (arrived && !failed && rows_to_rank && source < c.rank)
             atomicAdd(dest_offset + word - 1, HtNotifyView::count_of(value));
     }
     __syncthreads();
     return ok != 0;
 }
 
-// Every block: the op's entry. Block 0 decides once whether to announce this op (a poisoned buffer
-// announces nothing, and the routing kernel may have announced it); the notify synchronizes the
-// block, so every thread must take the same branch. Then the wait for every peer's counts.
+// Every block: the op's entry. Block 0 decides once whether to announce this op (the routing
+// kernel may have announced it; a poisoned buffer announces its failure instead of counts); the
+// notify synchronizes the block, so every thread must take the same branch. Then the wait for
+// every peer's counts.
 SY_DEVICE bool exchange_counts(const HtDispatchArgs& args, uint64_t sequence, int32_t* dest_offset) {
     const HtCommon& c = args.common;
     __shared__ int announce;
-    if (threadIdx.x == 0) announce = blockIdx.x == 0 && !args.counts_notified && !is_poisoned(c.diagnostics);
+    __shared__ uint32_t failure;
+    if (threadIdx.x == 0) {
+        announce = blockIdx.x == 0 && !args.counts_notified;
+        failure = announce && is_poisoned(c.diagnostics) ? kPeerFailurePoisoned : 0u;
+    }
     __syncthreads();
-    if (announce) notify_peers(args, sequence);
+    if (announce) notify_peers(args, sequence, failure);
     if (announce && threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
     const bool ok = wait_for_counts(c, sequence, dest_offset);
     if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchCounts);

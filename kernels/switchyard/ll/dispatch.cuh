@@ -19,8 +19,9 @@
 // aligned segment, from the offsets every block computes: no extra synchronization.
 //
 // Invalid expert ids (outside [-1, E)) are treated as -1 and reported as invalid routing by block 0
-// after its arrivals, and a repeated expert within one token counts once, so every rank still
-// finishes the op (the reporting rank's own receive half then stops: its buffer is poisoned).
+// after its arrivals; its headers announce the failure instead of counts, so every destination's
+// receive half stops at once and names this rank (kErrorPeerFailed) instead of using the op. A
+// repeated expert within one token counts once.
 #pragma once
 
 #include "switchyard/common/base.cuh"

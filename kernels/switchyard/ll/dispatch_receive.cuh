@@ -125,8 +125,10 @@ SY_DEVICE void zero_padding_item(const LlDispatchArgs& args, int32_t item, const
 // among that expert's rows (the row offsets, after those of sources < s), the expert's rows (into
 // expert_starts, until place_experts) and, for e == L, each source's records (record_starts).
 // Block 0 also writes the counts out. The headers of up to 8 sources are loaded before they are
-// summed (independent loads).
-SY_DEVICE void count_rows(const LlDispatchArgs& args, const LlDispatchShared& shared, uint8_t* set_base) {
+// summed (independent loads). A source whose header announces its failure (ll_layout.cuh) is
+// reported (kErrorPeerFailed) and noted in `failed_source`.
+SY_DEVICE void count_rows(const LlDispatchArgs& args, const LlDispatchShared& shared, uint8_t* set_base,
+                          int32_t* failed_source) {
     const LlBufferArgs& buffer = args.buffer;
     const int32_t R = buffer.num_ranks, L = args.local_experts;
     constexpr int kBatch = 8;
@@ -144,6 +146,12 @@ SY_DEVICE void count_rows(const LlDispatchArgs& args, const LlDispatchShared& sh
 #pragma unroll
             for (int j = 0; j < kBatch; ++j) {
                 if (first + j >= R) break;
+                if (e == L && counts[j] < 0) {  // (this rank's own failure is block 0's to report)
+                    *failed_source = first + j;
+                    if (first + j != buffer.rank)
+                        report_error(buffer.diagnostics, kErrorPeerFailed, kPhaseLlDispatch, first + j, 0,
+                                     ll_header_failure(counts[j]), 0);
+                }
                 if (e < L)
                     shared.scratch[(first + j) * L + e] = running;
                 else
@@ -226,16 +234,20 @@ SY_DEVICE void receive_records(const LlDispatchArgs& args, const LlDispatchShare
 }
 
 // The receive half of every block: waits for every source's arrivals, places the rows, and copies
-// the records into them. Returns early (every thread of the block) when the op failed.
+// the records into them. Returns early (every thread of the block) when the op failed, here or at
+// a source that announced it.
 template <int kNumWarps, int kHidden, int kTopk, int kScaleKind, bool kContiguous>
 SY_DEVICE void receive_tokens(const LlDispatchArgs& args, const LlDispatchShared& shared, uint64_t sequence) {
     const LlBufferArgs& buffer = args.buffer;
+    __shared__ int32_t failed_source;  // count_rows: a source that announced its failure, or -1
+    if (threadIdx.x == 0) failed_source = -1;  // (published by the wait's block barriers)
     if (!ll_wait_sources(buffer, kLlDispatch, sequence, shared.mask, shared.present, args.wait_time_stats))
         return;
     if (threadIdx.x == 0) trace_mark(buffer.trace, kLlDispatchWaited);
     uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
-    count_rows(args, shared, set_base);
+    count_rows(args, shared, set_base, &failed_source);
     __syncthreads();
+    if (failed_source >= 0) return;
     place_experts<kContiguous>(args, shared);
     __syncthreads();
     if (threadIdx.x == 0) trace_mark(buffer.trace, kLlDispatchPlanned);

@@ -267,17 +267,23 @@ SY_DEVICE void send_token(const LlDispatchArgs& args, int32_t t, int slice, cons
 }
 
 // Block 0, after its sends: per unmasked destination q, the header {tokens to q, rows of each of
-// q's local experts}, counted from the masks. Its arrival publishes them with its records.
+// q's local experts}, counted from the masks; with an invalid id (`first_invalid`), the failure
+// header instead (ll_layout.cuh), so every destination stops and names this rank. Its arrival
+// publishes them with its records.
 SY_DEVICE void write_headers(const LlDispatchArgs& args, uint64_t sequence, const uint32_t* shared_mask,
-                             const RoutingMasks& masks) {
+                             const RoutingMasks& masks, int32_t first_invalid) {
     const LlBufferArgs& buffer = args.buffer;
     const int32_t R = buffer.num_ranks, L = args.local_experts;
     const int32_t set = ll_set_of(sequence);
+    const bool failed = first_invalid != kNoInvalidEntry;
     for (int i = threadIdx.x; i < R * (L + 1); i += blockDim.x) {
         const int32_t q = i / (L + 1), e = i % (L + 1);
         if (shared_mask[q]) continue;
         int32_t* header = buffer.set_layout.header(buffer.set_base(buffer.peer_bases[q], set), buffer.rank);
-        header[e] = masks.total(e == 0 ? masks.rank(q) : masks.expert(q * L + e - 1));
+        if (failed)
+            header[e] = e == 0 ? ll_failed_header(kPeerFailureInvalidRouting) : 0;
+        else
+            header[e] = masks.total(e == 0 ? masks.rank(q) : masks.expert(q * L + e - 1));
     }
 }
 
@@ -327,7 +333,7 @@ SY_DEVICE void send_tokens(const LlDispatchArgs& args, const LlDispatchShared& s
         input = next;
     }
     if (ptx::lane_id() == 0) trace_mark(buffer.trace, kLlDispatchSent);
-    if (blockIdx.x == 0) write_headers(args, sequence, shared.mask, masks);
+    if (blockIdx.x == 0) write_headers(args, sequence, shared.mask, masks, *first_invalid);
     ll_arrive(buffer, kLlDispatch, sequence, sending_blocks, shared.mask);
     if (int(threadIdx.x) < buffer.num_ranks) trace_mark(buffer.trace, kLlDispatchArrived);
     if (blockIdx.x == 0) report_invalid_routing<kTopk, IndexT>(args, *first_invalid);

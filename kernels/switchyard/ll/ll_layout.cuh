@@ -6,7 +6,10 @@
 // so two ops of a kind may be in flight), each holding
 //
 //   dispatch headers   [R sources]             {int32 num_tokens, int32 count[L]}: what source s
-//                                              sent here (tokens, rows per local expert)
+//                                              sent here (tokens, rows per local expert); a source
+//                                              that fails the op before moving data (invalid
+//                                              routing) sends num_tokens = ll_failed_header(why)
+//                                              and no counts, so its peers stop and name it
 //   dispatch records   [R sources][T_ll slots] one record per token that reaches this rank (a
 //                                              token crosses to a rank once, not once per expert)
 //   combine rows       [K][T_ll]               bf16 expert outputs of (token t, slot k) sent back
@@ -28,6 +31,15 @@ SY_HOST_DEVICE int32_t ll_set_of(uint64_t sequence) {
 }
 
 enum LlSignalKind : int32_t { kLlDispatch = 0, kLlCombine = 1 };
+
+// A dispatch header's num_tokens that announces the source's failure (negative; the low bits hold
+// its PeerFailure, common/diagnostics.cuh).
+SY_HOST_DEVICE constexpr int32_t ll_failed_header(uint32_t failure) {
+    return int32_t(0x80000000u | failure);
+}
+SY_HOST_DEVICE constexpr uint32_t ll_header_failure(int32_t num_tokens) {
+    return uint32_t(num_tokens) & 0x7fffffffu;
+}
 
 // Layout of the LL signal area (fits WorkspaceLayout::ll_signal_bytes_for(R)).
 struct LlSignalLayout {

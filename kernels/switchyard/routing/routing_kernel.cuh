@@ -19,7 +19,8 @@
 // The block of the last chunk writes the totals and advances the epoch once every block has
 // published (so every block has read the old epoch); for an HT dispatch it also sends the op's
 // counts notify to every peer right then (transport/counts_exchange.cuh), instead of the dispatch
-// kernel after this grid ends, unless a chunk had invalid ids or the buffer is poisoned.
+// kernel after this grid ends: when a chunk had invalid ids or the buffer is poisoned, a notify
+// that announces the failure instead of counts, so every peer stops at once.
 // Up to kLayoutHistogramColumns columns (experts + ranks) the per-warp counts live in shared memory
 // (kHistogram); beyond, warps take turns in entry order. The choice is fixed per op shape: a
 // template argument (src/launch/routing_launch.cpp).
@@ -329,13 +330,14 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
         // The notify's poison check and op sequence (below) are loaded now, beside the earlier
         // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
         // the poison word covers a buffer poisoned before this op.
-        __shared__ int announce;
+        __shared__ int announce, poisoned;
         __shared__ uint64_t notify_sequence;
         const bool last_chunk = chunk == args.num_chunks - 1;
         if (threadIdx.x == 0 && last_chunk) {
             const bool notifies = args.notify.peer_bases != nullptr;
             notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
-            announce = notifies && !is_poisoned(args.diagnostics);
+            announce = notifies;
+            poisoned = is_poisoned(args.diagnostics);
         }
         // look back: every earlier chunk's totals (their blocks are resident and publish first).
         bool earlier_invalid = false;
@@ -354,13 +356,15 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
             }
             // Every block has published a chunk, so every block has read the old epoch.
             if (threadIdx.x == 0) *args.epoch_word = epoch;
-            if (announce && !any_invalid) {  // a poisoned buffer or invalid routing announces nothing
+            if (announce) {  // invalid routing or a poisoned buffer announces its failure instead
+                const uint32_t failure = any_invalid ? kPeerFailureInvalidRouting
+                                                     : (poisoned ? kPeerFailurePoisoned : 0u);
                 ht_notify_peers(
                     args.notify, notify_sequence,
                     [&](int32_t rank) {
                         return starts[args.num_experts + rank] + totals[args.num_experts + rank];
                     },
-                    [&](int32_t expert) { return starts[expert] + totals[expert]; });
+                    [&](int32_t expert) { return starts[expert] + totals[expert]; }, failure);
                 if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
             }
         }
