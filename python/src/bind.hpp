@@ -15,7 +15,7 @@ void bind_bridge(nb::module_& m);        // DLPackTensor, Event (bridge.hpp)
 void bind_buffer(nb::module_& m);        // buffer.hpp
 void bind_reference(nb::module_& m);     // reference.hpp (submodule "reference")
 void bind_sm_model(nb::module_& m);      // sm_model.hpp
-void bind_sizing(nb::module_& m);        // buffer_size_hint (sizing.cpp)
+void bind_sizing(nb::module_& m);        // planning.hpp: sizes, output shapes, kernel loading (sizing.cpp)
 
 // Set at interpreter exit: Python callbacks are no longer made (a Buffer destroyed then skips
 // its barrier through a Python communicator).

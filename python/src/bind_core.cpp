@@ -37,6 +37,7 @@ struct ErrorTypes {
     PyObject* unsupported = nullptr;
     PyObject* compile = nullptr;
     PyObject* poisoned = nullptr;
+    PyObject* peer_failed = nullptr;
 };
 ErrorTypes g_errors;
 
@@ -57,11 +58,43 @@ void raise_timeout(const TimeoutError& error) {
     PyErr_SetObject(g_errors.timeout, instance.ptr());
 }
 
+void raise_peer_failed(const PeerFailedError& error) {
+    nb::object instance = nb::steal(PyObject_CallFunction(g_errors.peer_failed, "s", error.what()));
+    if (!instance.is_valid()) return;
+    instance.attr("rank") = error.rank();
+    instance.attr("peer") = error.peer();
+    instance.attr("phase") = error.phase();
+    PyErr_SetObject(g_errors.peer_failed, instance.ptr());
+}
+
+void translate(const std::exception_ptr& pointer, void*);
+
+// PoisonedError with the recorded failure, translated, as its __cause__ (and .cause).
+void raise_poisoned(const PoisonedError& error) {
+    nb::object cause;
+    if (error.cause()) {
+        translate(error.cause(), nullptr);
+        PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+        cause = nb::steal(value);
+    }
+    nb::object instance = nb::steal(PyObject_CallFunction(g_errors.poisoned, "s", error.what()));
+    if (!instance.is_valid()) return;
+    instance.attr("cause") = cause.is_valid() ? cause : nb::none();
+    if (cause.is_valid()) PyException_SetCause(instance.ptr(), cause.release().ptr());
+    PyErr_SetObject(g_errors.poisoned, instance.ptr());
+}
+
 void translate(const std::exception_ptr& pointer, void*) {
     try {
         std::rethrow_exception(pointer);
     } catch (const TimeoutError& error) {
         raise_timeout(error);
+    } catch (const PeerFailedError& error) {
+        raise_peer_failed(error);
     } catch (const InvalidArgument& error) {
         PyErr_SetString(g_errors.invalid_argument, error.what());
     } catch (const CudaError& error) {
@@ -71,7 +104,7 @@ void translate(const std::exception_ptr& pointer, void*) {
     } catch (const CompileError& error) {
         PyErr_SetString(g_errors.compile, error.what());
     } catch (const PoisonedError& error) {
-        PyErr_SetString(g_errors.poisoned, error.what());
+        raise_poisoned(error);
     } catch (const Error& error) {
         PyErr_SetString(g_errors.error, error.what());
     }
@@ -207,8 +240,16 @@ void bind_errors(nb::module_& m) {
     g_errors.compile =
         new_error_type(m, "CompileError", "The JIT could not compile a kernel (the message has the log).",
                        nb::make_tuple(error));
-    g_errors.poisoned = new_error_type(m, "PoisonedError", "A buffer was used after a failed operation; reset() it.",
-                                       nb::make_tuple(error));
+    g_errors.poisoned = new_error_type(
+        m, "PoisonedError",
+        "An op was called on a buffer an earlier failure poisoned; every rank must reset() it. .cause (also "
+        "__cause__) is that failure, as its own switchyard error.",
+        nb::make_tuple(error));
+    g_errors.peer_failed = new_error_type(
+        m, "PeerFailedError",
+        "Another rank failed the op before any data moved and announced it (invalid routing, or a poisoned "
+        "buffer), so this rank stopped at once; .rank, .peer (the failed rank) and .phase say where.",
+        nb::make_tuple(error));
     nb::register_exception_translator(translate);
 
     // Python callbacks stop at exit: buffers destroyed during teardown skip their barrier.
@@ -275,6 +316,12 @@ void bind_config(nb::module_& m) {
 }
 
 void bind_communicator(nb::module_& m) {
+    nb::enum_<PeerStatus>(m, "PeerStatus", "What a communicator knows about a rank's process.")
+        .value("UNKNOWN", PeerStatus::kUnknown)
+        .value("ALIVE", PeerStatus::kAlive)
+        .value("GONE", PeerStatus::kGone);
+    m.def("shrunk_rank", &shrunk_rank, "old_rank"_a, "gone"_a,
+          "A rank's rank among the survivors after Communicator.shrink(gone), or -1 if it is gone.");
     nb::class_<Communicator>(m, "Communicator",
                              "How ranks find each other on the host (bootstrap): rank, size, all-gather of bytes, "
                              "barrier. Made by the functions below; switchyard.Buffer makes one from a "
@@ -282,6 +329,18 @@ void bind_communicator(nb::module_& m) {
         .def("rank", &Communicator::rank)
         .def("size", &Communicator::size)
         .def("describe", &Communicator::describe)
+        .def("peer_status", &Communicator::peer_status, "rank"_a,
+             "Whether rank's process is alive, as far as this communicator can tell without communicating.")
+        .def("gone_ranks", &Communicator::gone_ranks, "The ranks whose processes are gone, ascending.")
+        .def(
+            "shrink",
+            [](Communicator& self, const std::vector<int>& gone, double timeout_seconds) {
+                nb::gil_scoped_release release;
+                return self.shrink(gone, to_ms(timeout_seconds));
+            },
+            "gone"_a, "timeout_seconds"_a = 100.0,
+            "The survivors' communicator (every survivor passes the same gone ranks), ranks renumbered in the old "
+            "order: rebuild a Buffer on it after a peer died (docs/python.md).")
         .def(
             "allgather",
             [](Communicator& self, nb::bytes data, double timeout_seconds) {

@@ -2,6 +2,7 @@
 Switchyard: expert-parallel MoE dispatch/combine (native binding of the C++ API)
 """
 
+from collections.abc import Sequence
 import enum
 
 from switchyard import (
@@ -9,6 +10,7 @@ from switchyard import (
     CudaError as CudaError,
     Error as Error,
     InvalidArgument as InvalidArgument,
+    PeerFailedError as PeerFailedError,
     PoisonedError as PoisonedError,
     TimeoutError as TimeoutError,
     UnsupportedError as UnsupportedError
@@ -186,7 +188,27 @@ def buffer_size_hint(config: BufferConfig, num_ranks: int) -> int:
 
 def buffer_size_breakdown(config: BufferConfig, num_ranks: int) -> dict:
     """
-    buffer_size_hint by region (bytes; regions are aligned, the total to 2 MiB).
+    buffer_size_hint by region (bytes; regions are aligned, the total to 2 MiB), and beside the symmetric buffer the output pool reserved at creation and the routing scratch (device_total: all of it).
+    """
+
+def ht_output_shapes(config: BufferConfig, num_ranks: int, *, num_tokens: int, hidden: int, topk: int, num_experts: int, x_dtype: str = 'bf16', x_scales: ScaleFormat = ScaleFormat.NONE, quantize_fp8: bool = False, quantize_format: ScaleFormat = ScaleFormat.FLOAT32, has_weights: bool = False, layout: RecvLayout = RecvLayout.RANK_MAJOR, expert_alignment: int = 1, counts: CountMode = CountMode.HOST_SYNCED, host_num_recv_rows: int | None = None) -> dict:
+    """
+    Every tensor an HT dispatch of this shape returns and what its combine takes (y) and returns, as {name: (dtype, shape, strides) or None}, plus num_recv_rows: exact with host_num_recv_rows (a host-synced result's), else the worst case that device counts allocate.
+    """
+
+def ll_output_shapes(config: BufferConfig, num_ranks: int, *, num_tokens: int, hidden: int, topk: int, num_experts: int, index_dtype: str = 'int64', use_fp8: bool = True, scale_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.EXPERT_MASKED, expert_alignment: int = 1) -> dict:
+    """
+    Every tensor an LL dispatch of this shape returns and what its combine takes (y) and returns, as {name: (dtype, shape, strides) or None}.
+    """
+
+def ht_load_kernels(device: int, *, hidden: int, topk: int, x_dtype: str = 'bf16', x_scales: ScaleFormat = ScaleFormat.NONE, quantize_fp8: bool = False, quantize_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.RANK_MAJOR) -> None:
+    """
+    Load (JIT-compiling on a miss) every HT kernel a dispatch of this shape and its combines can use, from shapes alone: once per process and device for every rank in it, before the first HT op (required when ranks share a GPU).
+    """
+
+def ll_load_kernels(device: int, *, hidden: int, topk: int, index_dtype: str = 'int64', use_fp8: bool = True, scale_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.EXPERT_MASKED) -> None:
+    """
+    Load (JIT-compiling on a miss) every LL kernel a dispatch of this shape and its combines can use, from shapes alone: once per process and device, before the first LL op (required when ranks share a GPU).
     """
 
 class SmModelOp(enum.Enum):
@@ -319,6 +341,20 @@ def expected_distinct_groups(num_experts: int, topk: int, num_groups: int) -> fl
 
 def default_arch_bandwidth(compute_capability_major: int) -> ArchBandwidth: ...
 
+class PeerStatus(enum.Enum):
+    """What a communicator knows about a rank's process."""
+
+    UNKNOWN = 0
+
+    ALIVE = 1
+
+    GONE = 2
+
+def shrunk_rank(old_rank: int, gone: Sequence[int]) -> int:
+    """
+    A rank's rank among the survivors after Communicator.shrink(gone), or -1 if it is gone.
+    """
+
 class Communicator:
     """
     How ranks find each other on the host (bootstrap): rank, size, all-gather of bytes, barrier. Made by the functions below; switchyard.Buffer makes one from a torch.distributed group.
@@ -329,6 +365,19 @@ class Communicator:
     def size(self) -> int: ...
 
     def describe(self) -> str: ...
+
+    def peer_status(self, rank: int) -> PeerStatus:
+        """
+        Whether rank's process is alive, as far as this communicator can tell without communicating.
+        """
+
+    def gone_ranks(self) -> list[int]:
+        """The ranks whose processes are gone, ascending."""
+
+    def shrink(self, gone: Sequence[int], timeout_seconds: float = 100.0) -> Communicator:
+        """
+        The survivors' communicator (every survivor passes the same gone ranks), ranks renumbered in the old order: rebuild a Buffer on it after a peer died (docs/python.md).
+        """
 
     def allgather(self, data: bytes, timeout_seconds: float = 100.0) -> list:
         """Every rank contributes equally long bytes; returns all of them."""

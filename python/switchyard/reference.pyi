@@ -7,6 +7,12 @@ The CPU reference of Switchyard's semantics (DESIGN.md §2): every rank's inputs
 from collections.abc import Sequence
 import enum
 
+import switchyard._switchyard
+from switchyard._switchyard import (
+    RecvLayout as RecvLayout,
+    ScaleFormat as ScaleFormat
+)
+
 
 def bf16_to_float(bits: object) -> object:
     """bf16 bit patterns -> float32 (flat)."""
@@ -18,28 +24,14 @@ def e4m3_to_float(bits: object) -> object: ...
 
 def float_to_e4m3_satfinite(values: object) -> object: ...
 
-class ScaleFormat(enum.Enum):
-    NONE = 0
-
-    FLOAT32 = 1
-
-    UE8M0 = 2
-
 class Payload(enum.Enum):
     BF16 = 0
 
     FP8 = 1
 
-class Layout(enum.Enum):
-    RANK_MAJOR = 0
+def num_scale_words(hidden: int, format: switchyard._switchyard.ScaleFormat) -> int: ...
 
-    EXPERT_CONTIGUOUS = 1
-
-    EXPERT_MASKED = 2
-
-def num_scale_words(hidden: int, format: ScaleFormat) -> int: ...
-
-def quantize_token(x_bf16: object, format: ScaleFormat) -> tuple:
+def quantize_token(x_bf16: object, format: switchyard._switchyard.ScaleFormat) -> tuple:
     """
     Quantize one token (DESIGN.md §2): returns (e4m3 bytes, 32-bit scale words).
     """
@@ -111,10 +103,10 @@ class DispatchInput:
     def x_fp8(self, arg: object, /) -> None: ...
 
     @property
-    def scale_format(self) -> ScaleFormat: ...
+    def scale_format(self) -> switchyard._switchyard.ScaleFormat: ...
 
     @scale_format.setter
-    def scale_format(self, arg: ScaleFormat, /) -> None: ...
+    def scale_format(self, arg: switchyard._switchyard.ScaleFormat, /) -> None: ...
 
     @property
     def scales(self) -> object: ...
@@ -138,10 +130,10 @@ class DispatchOptions:
     def __init__(self, **kwargs) -> None: ...
 
     @property
-    def layout(self) -> Layout: ...
+    def layout(self) -> switchyard._switchyard.RecvLayout: ...
 
     @layout.setter
-    def layout(self, arg: Layout, /) -> None: ...
+    def layout(self, arg: switchyard._switchyard.RecvLayout, /) -> None: ...
 
     @property
     def expert_alignment(self) -> int: ...
@@ -162,10 +154,10 @@ class DispatchOptions:
     def quantize(self, arg: bool, /) -> None: ...
 
     @property
-    def quantize_format(self) -> ScaleFormat: ...
+    def quantize_format(self) -> switchyard._switchyard.ScaleFormat: ...
 
     @quantize_format.setter
-    def quantize_format(self, arg: ScaleFormat, /) -> None: ...
+    def quantize_format(self, arg: switchyard._switchyard.ScaleFormat, /) -> None: ...
 
     @property
     def absent_ranks(self) -> list[bool]: ...
@@ -175,7 +167,7 @@ class DispatchOptions:
 
 class DispatchOutput:
     @property
-    def layout(self) -> Layout: ...
+    def layout(self) -> switchyard._switchyard.RecvLayout: ...
 
     @property
     def num_rows(self) -> int: ...
@@ -184,7 +176,7 @@ class DispatchOutput:
     def payload(self) -> Payload: ...
 
     @property
-    def scale_format(self) -> ScaleFormat: ...
+    def scale_format(self) -> switchyard._switchyard.ScaleFormat: ...
 
     @property
     def x_bf16(self) -> object: ...
@@ -225,14 +217,16 @@ class Routing:
     @property
     def num_tokens(self) -> list[int]: ...
 
-class DispatchResult:
+class GlobalDispatch:
+    """Every rank's dispatch output and the routing."""
+
     @property
     def outputs(self) -> list[DispatchOutput]: ...
 
     @property
     def routing(self) -> Routing: ...
 
-def dispatch(problem: Problem, inputs: Sequence[DispatchInput], options: DispatchOptions = ...) -> DispatchResult:
+def dispatch(problem: Problem, inputs: Sequence[DispatchInput], options: DispatchOptions = ...) -> GlobalDispatch:
     """Dispatch every rank's input (one DispatchInput per rank)."""
 
 def cached_dispatch(routing: Routing, inputs: Sequence[DispatchInput]) -> list[DispatchOutput]:

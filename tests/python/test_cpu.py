@@ -29,7 +29,7 @@ def test_error_hierarchy():
     assert issubclass(switchyard.TimeoutError, TimeoutError)
     assert issubclass(switchyard.TimeoutError, switchyard.Error)
     assert issubclass(switchyard.Error, RuntimeError)
-    for name in ("CudaError", "UnsupportedError", "CompileError", "PoisonedError"):
+    for name in ("CudaError", "UnsupportedError", "CompileError", "PoisonedError", "PeerFailedError"):
         assert issubclass(getattr(switchyard, name), switchyard.Error)
 
 
@@ -336,5 +336,51 @@ def test_buffer_without_gpu_raises_a_switchyard_error():
     if ctypes.util.find_library("cuda"):
         pytest.skip("a CUDA driver is present: the GPU tests cover buffer creation")
     comm = switchyard.make_in_process_communicators(1)[0]
-    with pytest.raises(switchyard.Error):
+    with pytest.raises(switchyard.UnsupportedError, match="^switchyard: no GPU"):
         switchyard.Buffer(comm, max_tokens_per_rank=16, max_hidden=128, max_experts=8, max_topk=2)
+
+
+def test_reference_uses_the_api_enums():
+    assert ref.RecvLayout is switchyard.RecvLayout and ref.ScaleFormat is switchyard.ScaleFormat
+    assert not hasattr(ref, "Layout") and not hasattr(ref, "DispatchResult")
+    problem = ref.Problem(num_ranks=2, num_experts=4, hidden=128, topk=2, max_tokens_per_rank=4)
+    with pytest.raises(switchyard.InvalidArgument, match="rank 2 is outside"):
+        ref.validate_routing(problem, 2, 1, np.array([0, 1], dtype=np.int64))
+
+
+def test_planning_without_a_gpu():
+    config = switchyard.BufferConfig(max_tokens_per_rank=16, max_hidden=256, max_topk=4, max_experts=8,
+                                     enable_low_latency=True, ll_max_tokens_per_rank=16)
+    parts = switchyard.buffer_size_breakdown(config, 2)
+    assert parts["device_total"] == parts["total"] + parts["output_pool_reserve"] + parts["routing_scratch"]
+    ht = switchyard.ht_output_shapes(config, 2, num_tokens=16, hidden=256, topk=4, num_experts=8, has_weights=True,
+                                     counts=switchyard.CountMode.DEVICE)
+    assert ht["num_recv_rows"] == 32 and not ht["exact"]
+    assert ht["recv_x"][0] == "bf16" and ht["recv_x"][1] == (32, 256)
+    assert ht["combine_y"] == ("bf16", (32, 256), (256, 1))
+    exact = switchyard.ht_output_shapes(config, 2, num_tokens=16, hidden=256, topk=4, num_experts=8,
+                                        host_num_recv_rows=5)
+    assert exact["exact"] and exact["recv_x"][1] == (5, 256)
+    ll = switchyard.ll_output_shapes(config, 2, num_tokens=16, hidden=256, topk=4, num_experts=8)
+    assert ll["recv_x"] == ("fp8_e4m3", (4, 32, 256), (8192, 256, 1))
+    assert ll["recv_scales"] == ("fp32", (4, 32, 2), (64, 1, 32))
+    with pytest.raises(switchyard.InvalidArgument, match="num_tokens 17"):
+        switchyard.ll_output_shapes(config, 2, num_tokens=17, hidden=256, topk=4, num_experts=8)
+
+
+def test_communicators_shrink_to_survivors():
+    comms = switchyard.make_in_process_communicators(3)
+    assert comms[0].peer_status(2) == switchyard.PeerStatus.ALIVE and comms[0].gone_ranks() == []
+    assert switchyard.shrunk_rank(2, [1]) == 1 and switchyard.shrunk_rank(1, [1]) == -1
+    results = {}
+
+    def survivor(old_rank):
+        shrunk = comms[old_rank].shrink([1], 10.0)
+        results[old_rank] = (shrunk.rank(), shrunk.size(), shrunk.allgather(bytes([old_rank]), 10.0))
+
+    threads = [threading.Thread(target=survivor, args=(r,)) for r in (0, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results[0] == (0, 2, [bytes([0]), bytes([2])]) and results[2] == (1, 2, [bytes([0]), bytes([2])])
