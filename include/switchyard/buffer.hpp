@@ -120,7 +120,9 @@ class Buffer {
     // communication, nothing launched. With several ranks on one GPU it is required before the
     // first HT op of a shape, because loading a kernel waits for the device's queued work, which
     // may be a co-located peer's kernel waiting for this rank (a stall until the timeout
-    // otherwise); elsewhere it moves the compile and load out of the first op.
+    // otherwise); elsewhere it moves the compile and load out of the first op. The free function
+    // ht_load_kernels(device, HtDispatchShape) (planning.hpp) does the same from shapes alone,
+    // without a buffer: once per process and device for all the ranks in it.
     void ht_load_kernels(const DispatchArgs& args);
 
     // --- Low latency (decoding): src/core/ll_ops.cpp ------------------------------------------
@@ -135,7 +137,8 @@ class Buffer {
     // communication, nothing launched. Call it before the first LL op of a shape: the first decode
     // step then pays no compile or load, and with several ranks on one GPU it is required, because
     // loading a kernel waits for the device's queued work, which may be a co-located peer's kernel
-    // waiting for this rank (a stall until the timeout otherwise).
+    // waiting for this rank (a stall until the timeout otherwise). ll_load_kernels(device,
+    // LlDispatchShape) (planning.hpp) does the same from shapes alone, without a buffer.
     void ll_load_kernels(const LowLatencyDispatchArgs& args);
     // The buffer's LL send area as a bf16 [L, R*T_ll, H] view for zero-copy combine input (the
     // expert GEMM writes here; then ll_combine with zero_copy = true). Needs
