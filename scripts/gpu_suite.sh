@@ -47,8 +47,9 @@ fi
 cases="not run"
 if want cases; then
     ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$logs/gpu_cases.log"
+    ctest_status=${PIPESTATUS[0]}  # read before any other command resets it
     cases=pass
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { cases=failed; status=1; }
+    [ "$ctest_status" -eq 0 ] || { cases=failed; status=1; }
     # A case may skip for want of a second GPU, never for want of the first: that run tested nothing.
     if grep -q "found 0 (" "$logs/gpu_cases.log"; then
         cases="failed (no usable GPU: the cases skipped)"
