@@ -105,10 +105,11 @@ SY_DEVICE void quantize_token(const HtDispatchArgs& args, int token, uint8_t* st
 }
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
-// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here.
+// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here; `phase`
+// is the parity of the stage barrier's phase that load completes.
 template <typename Shape>
 SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
-                           uint32_t& phase, bool prefetched) {
+                           uint32_t phase, bool prefetched) {
     if constexpr (Shape::kQuantize) {
         quantize_token<Shape>(args, token, stage);
         return;
@@ -126,7 +127,6 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
     }
     while (!ptx::mbarrier_try_wait_parity(barrier, phase)) {
     }
-    phase ^= 1u;
     __syncwarp();
 }
 
@@ -277,7 +277,6 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
     WarpTokens tokens{args.common.num_tokens, total_warps, kClaimTokens,
                       ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
                                  (unsigned long long)kClaimTokens}};
-    uint32_t phases[2] = {0u, 0u};
     int token = tokens.begin(global_warp);
     TokenRoute route{};
     if (token >= 0) route = load_route<Shape>(args, token);
@@ -288,8 +287,10 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
             if (lane == 0) ptx::bulk_wait_read<1>();
             __syncwarp();
         }
+        // Each use of a stage completes one phase of its barrier, and the stages alternate. (Phases
+        // kept in an array indexed by the stage lived in local memory: a load and a store per token.)
         stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage],
-                           phases[stage], kPrefetch && index != 0);
+                           uint32_t(index >> 1) & 1u, kPrefetch && index != 0);
         const int next = tokens.after(token);
         if (kPrefetch && next >= 0) {
             const int next_stage = stage ^ 1;
