@@ -13,10 +13,20 @@
 #include "launch/ll_launch.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/common/trace_marks.cuh"
+#include "switchyard/errors.hpp"
 #include "util/cuda_check.hpp"
 
 namespace switchyard {
 namespace {
+
+// The LL kernels reach their peers through the device peer table, which holds null for ranks on
+// other nodes (kernels see only their node): a buffer spanning nodes has no LL path yet.
+void require_one_node(const Buffer::Impl& impl, const char* op) {
+    if (impl.topology.num_nodes > 1)
+        throw UnsupportedError(std::string("switchyard: ") + op + ": the ranks span " +
+                               std::to_string(impl.topology.num_nodes) +
+                               " nodes; only the one-node (NVLink) low-latency kernels exist so far");
+}
 
 core::ValidationContext ll_validation_context(const Buffer::Impl& impl) {
     return core::make_validation_context(impl.config, impl.communicator->size(), Device::cuda(impl.device),
@@ -213,6 +223,7 @@ launch::LlCombineViews combine_views(const LowLatencyCombineArgs& args, const Lo
 void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_load_kernels");
+    require_one_node(impl, "ll_load_kernels");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
     for (const jit::KernelSource& source : launch::ll_op_sources(dispatch_shape(args)))
         jit::get_kernel(source, impl.device);
@@ -221,6 +232,7 @@ void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
 LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_dispatch");
+    require_one_node(impl, "ll_dispatch");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
     const std::shared_ptr<LowLatencyHandle> handle =
         make_dispatch_handle(args, num_ranks(), impl.config.ll_max_tokens_per_rank);
@@ -260,6 +272,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
                                            cudaStream_t stream) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_combine");
+    require_one_node(impl, "ll_combine");
     core::validate_ll_combine(args, handle.get(), ll_validation_context(impl));
     const TensorView y = args.zero_copy ? ll_combine_input(*handle) : args.y;
     const launch::LlCombinePlan plan = combine_plan(args, *handle, impl.config);
