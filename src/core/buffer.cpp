@@ -143,6 +143,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     capacity.high_throughput = config.enable_high_throughput;
     capacity.low_latency = config.enable_low_latency;
     capacity.ll_zero_copy_combine = config.ll_zero_copy_combine;
+    capacity.num_nodes = impl.topology.num_nodes;
     impl.layout = device::BufferLayout::make(capacity);
 
     impl.errors = std::make_unique<core::ErrorState>();
