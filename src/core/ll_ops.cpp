@@ -12,6 +12,7 @@
 #include "core/validation.hpp"
 #include "launch/ll_launch.hpp"
 #include "launch/ll_net_launch.hpp"
+#include "switchyard/ll/net_layout.cuh"
 #include "net/network.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/common/trace_marks.cuh"
@@ -26,6 +27,17 @@ namespace {
 // ranks on other nodes.
 bool across_nodes(const Buffer::Impl& impl) {
     return impl.network != nullptr;
+}
+
+// The LL kernels across nodes number their signals per source node and keep a bit per node and
+// per rank of a node in 64-bit words (ll/net_layout.cuh).
+void require_supported_nodes(const Buffer::Impl& impl, const char* op) {
+    if (!across_nodes(impl)) return;
+    const comm::NodeLayout& layout = impl.network->layout();
+    if (layout.num_nodes > device::kLlNetMaxNodes || layout.ranks_per_node > 64)
+        throw UnsupportedError(std::string("switchyard: ") + op + ": the low-latency kernels across nodes support up to " +
+                               std::to_string(device::kLlNetMaxNodes) + " nodes of up to 64 ranks; this buffer spans " +
+                               std::to_string(layout.num_nodes) + " nodes of " + std::to_string(layout.ranks_per_node));
 }
 
 bool on_gin(const Buffer::Impl& impl) {
@@ -258,6 +270,7 @@ launch::LlCombineViews combine_views(const LowLatencyCombineArgs& args, const Lo
 void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_load_kernels");
+    require_supported_nodes(impl, "ll_load_kernels");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
     if (!across_nodes(impl)) {
         for (const jit::KernelSource& source : launch::ll_op_sources(dispatch_shape(args)))
@@ -272,6 +285,7 @@ void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
 LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_dispatch");
+    require_supported_nodes(impl, "ll_dispatch");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
     const std::shared_ptr<LowLatencyHandle> handle =
         make_dispatch_handle(args, num_ranks(), impl.config.ll_max_tokens_per_rank, impl.topology.num_nodes);
@@ -311,6 +325,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
                                            cudaStream_t stream) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_combine");
+    require_supported_nodes(impl, "ll_combine");
     core::validate_ll_combine(args, handle.get(), ll_validation_context(impl));
     const TensorView y = args.zero_copy ? ll_combine_input(*handle) : args.y;
     const launch::LlCombinePlan plan = combine_plan(args, *handle, impl.config);

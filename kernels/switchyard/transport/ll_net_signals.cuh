@@ -98,18 +98,16 @@ SY_DEVICE bool ll_net_wait_signal(const NetPort<Backend>& port, bool masking, ui
                    : port.wait_signal(id, target, source_node, phase);
 }
 
-// The gateway's relay (dispatch receive half; lane o of one warp per other node o, the other lanes
-// idle): waits for the dispatch signal of op `sequence` from this rank's rail peer on node m, then
-// adds a whole op to that source's arrival counter at every rank of this node its header names
-// present. A source this rank has masked is not waited for (its node-mates then mask it too).
-// False when the op failed (timeout without masking, or a poisoned buffer).
+// The gateway's relay (dispatch receive half; one warp, a lane per other node o): waits for the
+// dispatch signal of op `sequence` from this rank's rail peer on node m, then adds a whole op to
+// that source's arrival counter at every rank of this node its header names present. A source
+// this rank has masked is not waited for (its node-mates then mask it too). False when the op
+// failed (timeout without masking, or a poisoned buffer).
 template <class Backend>
-SY_DEVICE bool ll_net_relay(const LlSignalArgs& buffer, const LlNetArgs<Backend>& net,
-                            const LlSetLayout& set_layout, uint8_t* own_set_base, uint64_t sequence,
-                            const uint32_t* shared_mask) {
+SY_DEVICE bool ll_net_relay_one(const LlSignalArgs& buffer, const LlNetArgs<Backend>& net,
+                                const LlSetLayout& set_layout, uint8_t* own_set_base, uint64_t sequence,
+                                const uint32_t* shared_mask, int32_t o) {
     const LlNodes& nodes = net.nodes;
-    const int32_t o = int32_t(ptx::lane_id());
-    if (o >= nodes.others()) return true;
     const int32_t m = nodes.other_node(o), source = nodes.rank_of(m, nodes.local_index);
     if (shared_mask[source]) return true;
     const NetPort<Backend> port(net.net, ll_net_context(net.net.num_contexts), buffer.diagnostics);
@@ -127,6 +125,13 @@ SY_DEVICE bool ll_net_relay(const LlSignalArgs& buffer, const LlNetArgs<Backend>
         ptx::red_add_relaxed_sys(counters + source, kLlNetOpAmount);
     }
     return true;
+}
+
+template <class Backend>
+SY_DEVICE void ll_net_relay(const LlSignalArgs& buffer, const LlNetArgs<Backend>& net, const LlSetLayout& set_layout,
+                            uint8_t* own_set_base, uint64_t sequence, const uint32_t* shared_mask) {
+    for (int32_t o = int32_t(ptx::lane_id()); o < net.nodes.others(); o += 32)
+        if (!ll_net_relay_one(buffer, net, set_layout, own_set_base, sequence, shared_mask, o)) return;
 }
 
 // A timeout's details about a source on another node: its data comes relayed by a node-mate, so
