@@ -8,7 +8,8 @@
 //   WarmKernels                 every kernel the cases use, compiled in parallel (JIT disk cache)
 //   Matrix{2x2,2x4,4x2,4x1}     fp8 (fp32 scales) masked, int64 ids, tokens T_ll/odd/1/0 per rank,
 //                               flat and hierarchical, and the network bytes of each rank to each
-//                               rail peer: each token once per destination node (prediction)
+//                               rail peer: each token once per destination node (prediction); the
+//                               dispatch's statistics (rows per expert, time waited per source)
 //   Bf16ContiguousZeroPadding   bf16 passthrough, contiguous layout (alignment 8, zero padding),
 //                               int32 ids, flat and hierarchical, 2x2 and 4x2
 //   Ue8m0Contiguous             fp8 with UE8M0 scales, contiguous, 2x4
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <mutex>
 #include <thread>
@@ -251,6 +253,37 @@ void run_matrix(const Topo& topo) {
             for (int q = 0; q < topo.ranks(); ++q)
                 if (q % topo.per_node != env.rank % topo.per_node || q / topo.per_node == env.rank / topo.per_node)
                     SY_CHECK_EQ(after.bytes_requested_to_rank[q], uint64_t(0));
+        }
+        // Statistics: rows received per local expert (cumulative) and the time waited per source.
+        {
+            const int L = sc.local_experts();
+            auto expert_stats = std::make_unique<DeviceArray<int32_t>>(size_t(L));
+            auto wait_stats = std::make_unique<DeviceArray<int64_t>>(size_t(topo.ranks()));
+            expert_stats->fill_bytes(0);
+            wait_stats->fill_bytes(0);
+            env.communicator->barrier(std::chrono::seconds(120));  // allocations done everywhere (rule 2)
+            LowLatencyDispatchArgs dispatch = setup.inputs.dispatch_args();
+            dispatch.cumulative_local_expert_recv_stats =
+                TensorView::contiguous(expert_stats->data(), DType::kInt32, {L}, Device::cuda(env.device));
+            dispatch.wait_time_stats =
+                TensorView::contiguous(wait_stats->data(), DType::kInt64, {topo.ranks()}, Device::cuda(env.device));
+            for (int i = 0; i < 2; ++i) setup.buffer.ll_dispatch(dispatch, env.stream);
+            SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
+            setup.buffer.check_errors();
+            const auto counts = download<int32_t>(expert_stats->data(), size_t(L), env.stream);
+            for (int e = 0; e < L; ++e)
+                SY_CHECK_MSG(counts[e] == 2 * sc.dispatched.outputs[env.rank].num_tokens_per_expert[e],
+                             topo.name() << ": rank " << env.rank << " expert " << e << " received " << counts[e]
+                                         << " rows over two dispatches, expected "
+                                         << 2 * sc.dispatched.outputs[env.rank].num_tokens_per_expert[e]);
+            for (int64_t waited : download<int64_t>(wait_stats->data(), size_t(topo.ranks()), env.stream))
+                SY_CHECK(waited >= 0);
+            // Freed between barriers: cudaFree waits for the device, where a peer's next op could be
+            // waiting for this rank (DESIGN.md §4, rule 2).
+            env.communicator->barrier(std::chrono::seconds(120));
+            expert_stats.reset();
+            wait_stats.reset();
+            env.communicator->barrier(std::chrono::seconds(120));
         }
         // A second scenario on the same buffer (both sets used, sequences advanced).
         Case next = c;
