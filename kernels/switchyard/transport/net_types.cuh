@@ -145,6 +145,7 @@ enum NetWaitKind : int32_t {
     kNetWaitCounter = 2,    // a local counter (this rank's puts reading their sources)
     kNetWaitFlush = 3,      // a flush of the context
     kNetWaitRingSpace = 4,  // a free slot in the emulated network's request ring
+    kNetWaitRelay = 5,      // an arrival a node-mate relays once its signal from the peer node came (LL)
 };
 // Why a request was refused (kErrorNetworkRequest; expected/observed hold the limit and the value).
 enum NetRequestProblem : int32_t {
