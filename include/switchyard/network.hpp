@@ -92,6 +92,9 @@ struct NetworkCheck {
                         // counter (or a flush, with use_flush) says it was read; one signal at the end
         kPingPong = 2,  // nodes 0 and 1 bounce a put of put_bytes (a bare signal when 0) with a
                         // signal `rounds` times; round trips measured
+        kChannels = 3,  // the HT shape: `channels` sender warps, each putting `puts_per_round`
+                        // contiguous records a round, a signal add every `puts_per_signal` (1: each
+                        // record); channel c on context c % num_contexts; checked at the end
     };
     Pattern pattern = Pattern::kStream;
     int32_t rounds = 1;
@@ -101,6 +104,9 @@ struct NetworkCheck {
     int32_t num_contexts = 1;                // group g (stream) or round r (reuse) uses context g % n
     bool use_flush = false;                  // kReuse
     bool check_every_signal = true;          // kStream: off for bandwidth runs (checks at the end only)
+    bool lane_parallel = true;               // kStream: a group's unsignalled puts from 32 lanes at
+                                             // once (false: one thread posts every request)
+    int32_t channels = 16;                   // kChannels: sender warps, 1 to 16
     uint32_t seed = 1;
 };
 
@@ -113,6 +119,10 @@ struct NetworkCheckResult {
     // its last signal. Bandwidth: a peer's bytes_sent / (receive_end_ns - the peer's send_start_ns).
     int64_t send_start_ns = 0;
     int64_t receive_end_ns = 0;
+    // When this rank's senders posted their last request, and how many requests they posted: a
+    // sender that posts slower than the wire carries is the limit, not the network.
+    int64_t send_end_ns = 0;
+    uint64_t posts = 0;
     int64_t round_trip_min_ns = -1;  // kPingPong on node 0
     int64_t round_trip_max_ns = -1;
 };
