@@ -24,8 +24,9 @@ int64_t steady_ns() {
         .count();
 }
 
-// After this long without requests the engine polls every kIdlePoll instead of spinning.
-constexpr int64_t kSpinAfterActivityNs = 5'000'000;
+// After this long without requests (or an op announcing itself: expect_traffic) the engine polls
+// every kIdlePoll instead of spinning; an op's launch wakes it at once.
+constexpr int64_t kSpinAfterActivityNs = 20'000'000;
 constexpr auto kIdlePoll = std::chrono::microseconds(50);
 // Descriptors taken from one ring per pass, so one busy context cannot hold the others back.
 constexpr int kMaxTakenPerPass = 1024;
@@ -467,10 +468,23 @@ void EmulatedNetwork::run() {
         // latency cannot be slept) and polling slowly once it has been idle for a while.
         const int64_t after = steady_ns();
         if (due != kNever && due <= after) continue;
-        if (!pending && after - last_activity > kSpinAfterActivityNs)
-            std::this_thread::sleep_for(kIdlePoll);
-        else
+        last_activity = std::max(last_activity, expected_ns_.load());
+        if (!pending && after - last_activity > kSpinAfterActivityNs) {
+            std::unique_lock<std::mutex> lock(wake_mutex_);
+            sleeping_.store(true);
+            wake_.wait_for(lock, kIdlePoll, [&] { return expected_ns_.load() > last_activity; });
+            sleeping_.store(false);
+        } else {
             std::this_thread::yield();
+        }
+    }
+}
+
+void EmulatedNetwork::expect_traffic() {
+    expected_ns_.store(steady_ns());
+    if (sleeping_.load()) {
+        std::lock_guard<std::mutex> lock(wake_mutex_);
+        wake_.notify_one();
     }
 }
 

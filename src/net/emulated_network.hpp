@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +62,7 @@ class EmulatedNetwork final : public Network {
     void shutdown() override;
     NetworkStats stats() const override;
     std::string failure() const override;
+    void expect_traffic() override;
 
     // Descriptors per context ring.
     static constexpr uint32_t kRingSlots = 8192;
@@ -100,6 +102,11 @@ class EmulatedNetwork final : public Network {
     std::atomic<uint64_t> pass_count_{0};
     std::atomic<uint64_t> quiet_pass_{0};  // the latest pass that found nothing to do and the stream idle
     std::atomic<bool> failed_{false};
+    // expect_traffic(): when an op last announced itself, and the engine's idle wait it may cut short.
+    std::atomic<int64_t> expected_ns_{0};
+    std::atomic<bool> sleeping_{false};
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
 
     // The engine thread's own statistics (NetworkEngineStats), kept by that thread.
     struct EngineCounters {
