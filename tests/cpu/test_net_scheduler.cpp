@@ -16,6 +16,7 @@
 #include "common/testing.hpp"
 #include "net/emulated_scheduler.hpp"
 #include "switchyard/config.hpp"
+#include "switchyard/network.hpp"
 
 using namespace switchyard;
 using net::Executor;
@@ -640,6 +641,26 @@ SY_TEST(NetScheduler, ClearStartsSignalsAndCountersFromZero) {
     h.run();
     SY_CHECK(h.executor.index_of('s', 1, 3, 1) != SIZE_MAX);
     SY_CHECK(h.executor.index_of('c', 0, 2, 1) != SIZE_MAX);
+}
+
+SY_TEST(NetScheduler, EngineSummaryGivesAverages) {
+    // NetworkStats::engine's one-line summary: per-call averages, and nothing divides by zero.
+    NetworkEngineStats none;
+    SY_CHECK(none.summary().find("copy calls 0") != std::string::npos);
+    NetworkEngineStats stats;
+    stats.copy_calls = 10;
+    stats.copy_call_ns = 20'000;
+    stats.copies = 40;
+    stats.copy_bytes = 4'000'000;
+    stats.write_calls = 5;
+    stats.words = 15;
+    stats.ring_lag_samples = 4;
+    stats.ring_lag_ns = 8'000;
+    const std::string line = stats.summary();
+    std::printf("  %s\n", line.c_str());
+    SY_CHECK(line.find("copy calls 10: 2.0 us, 4.0 copies, 400 KB each (100 KB a copy)") != std::string::npos);
+    SY_CHECK(line.find("write calls 5: 0.0 us, 3.0 words each") != std::string::npos);
+    SY_CHECK(line.find("ring lag +2.0 us") != std::string::npos);
 }
 
 SY_TEST_MAIN()
