@@ -28,6 +28,7 @@ struct LlOptions {
     uint64_t seed;
     bool caller_stream;
     double timeout_seconds;
+    int nodes;  // emulated nodes (1: one node, no network)
 };
 
 // One measured configuration.
@@ -44,9 +45,20 @@ struct ModeResult {
     // Plain launches only: CPU time of rank 0's ll_dispatch / ll_combine calls (DESIGN.md §9).
     std::vector<double> host_dispatch_us, host_combine_us;
     double dispatch_bytes = 0, dispatch_nvlink_bytes = 0, combine_bytes = 0, combine_nvlink_bytes = 0;
+    // Across nodes: the busiest rank's bytes put over the network by one dispatch / combine (the
+    // emulated network's accounting), and the network's cap and latency.
+    double dispatch_network_bytes = 0, combine_network_bytes = 0;
+    double network_cap_gbps = 0, network_latency_us = 0;
     int64_t buffer_bytes = 0;
     int num_sms = 0;
 };
+
+// Bytes this rank's network requests carried so far (all rail peers).
+double network_bytes(const Buffer& buffer) {
+    double bytes = 0;
+    for (uint64_t b : buffer.network_stats().bytes_requested_to_rank) bytes += double(b);
+    return bytes;
+}
 
 void fill_routing(std::mt19937_64& rng, int tokens, int topk, int experts, std::vector<int64_t>& idx) {
     idx.assign(size_t(tokens) * topk, -1);
@@ -67,6 +79,7 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
     const int L = options.experts / ranks, T_ll = std::max(options.tokens, 128);
     const int64_t rows = int64_t(ranks) * T_ll;
     std::vector<std::vector<double>> samples(6 * ranks, std::vector<double>(options.iters, 0.0));
+    std::vector<double> network_dispatch(ranks, 0.0), network_combine(ranks, 0.0);
     harness::run_ranks(ranks, gpus, [&](harness::RankContext& context) {
         const int rank = context.rank, device = context.device;
         cudaStream_t stream = context.stream;
@@ -79,7 +92,12 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
         config.max_experts = options.experts;
         config.launch_on_caller_stream = options.caller_stream;
         config.timeout_seconds = options.timeout_seconds;
+        config.emulated_nodes = options.nodes > 1 ? options.nodes : 0;
         Buffer buffer(context.communicator, device, config);
+        if (rank == 0 && options.nodes > 1) {
+            result.network_cap_gbps = config.network_bandwidth_gbps;
+            result.network_latency_us = config.network_latency_us;
+        }
 
         // Inputs: random bf16 activations, uniform routing, weights; y = expert outputs.
         std::mt19937_64 rng(options.seed * 1000 + rank);
@@ -110,6 +128,19 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
         combine.y = TensorView::contiguous(d_y, DType::kBFloat16, {L, rows, options.hidden}, dev);
         combine.topk_idx = dispatch.topk_idx;
         combine.return_recv_hook = mode.hook;
+        // Across nodes the GPU barrier cannot span the nodes: a dispatch of no tokens aligns the
+        // ranks instead (every rank waits for every source's arrival of it).
+        LowLatencyDispatchArgs align = dispatch;
+        align.x = TensorView::contiguous(d_x, DType::kBFloat16, {0, options.hidden}, dev);
+        align.topk_idx = TensorView::contiguous(d_idx, DType::kInt64, {0, options.topk}, dev);
+        align.topk_weights = TensorView();
+        align.return_recv_hook = false;
+        auto align_ranks = [&] {
+            if (options.nodes > 1)
+                buffer.ll_dispatch(align, stream);
+            else
+                buffer.barrier(stream);
+        };
         if (mode.hierarchical) {
             dispatch.topk_weights = weights_view;
             combine.hierarchical = true;
@@ -160,13 +191,27 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
         for (int i = 0; i < std::max(1, options.warmup); ++i) {
             // The barrier too: the timed loop runs behind a gate, where a first use that
             // loads a kernel would wait for the gated stream.
-            buffer.barrier(stream);
+            align_ranks();
             dispatched = run_dispatch();
             auto c = buffer.ll_combine(combine, dispatched.handle, stream);
             if (mode.hook) c.receive();
         }
         SY_CUDA_CHECK(cudaStreamSynchronize(stream));
         buffer.check_errors();
+        if (options.nodes > 1) {
+            // One op of each kind, alone, for the network's byte accounting.
+            buffer.synchronize();
+            const double start = network_bytes(buffer);
+            dispatched = run_dispatch();
+            buffer.synchronize();
+            const double middle = network_bytes(buffer);
+            auto c = buffer.ll_combine(combine, dispatched.handle, stream);
+            if (mode.hook) c.receive();
+            buffer.synchronize();
+            network_dispatch[rank] = middle - start;
+            network_combine[rank] = network_bytes(buffer) - middle;
+            buffer.check_errors();
+        }
         cudaGraphExec_t dispatch_graph = nullptr, combine_graph = nullptr;
         LowLatencyCombineResult captured_combine;
         if (mode.graph) {
@@ -193,7 +238,7 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
             SY_CUDA_CHECK(cudaStreamSynchronize(stream));
             context.host_barrier();
             gate.close(stream);  // the GPU starts once everything below is enqueued
-            buffer.barrier(stream);
+            align_ranks();
             if (mode.graph) {
                 t0.start(stream);
                 SY_CUDA_CHECK(cudaGraphLaunch(dispatch_graph, stream));
@@ -275,6 +320,8 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
         result.host_dispatch_us = samples[4];
         result.host_combine_us = samples[5];
     }
+    result.dispatch_network_bytes = *std::max_element(network_dispatch.begin(), network_dispatch.end());
+    result.combine_network_bytes = *std::max_element(network_combine.begin(), network_combine.end());
     return result;
 }
 
@@ -311,10 +358,28 @@ BenchRecord make_record(const LlOptions& options, const RunInfo& run, const Base
     record.extra.push_back({"launch_on_caller_stream", JsonValue(options.caller_stream)});
     const std::vector<double>& host = dispatch ? result.host_dispatch_us : result.host_combine_us;
     if (!host.empty()) record.extra.push_back({"host_us_median", JsonValue(summarize(host).median)});
+    // Across nodes: the busiest rank's network bytes per op, their rate and its fraction of the cap.
+    const bool across_nodes = options.nodes > 1;
+    const double network = dispatch ? result.dispatch_network_bytes : result.combine_network_bytes;
+    if (across_nodes) {
+        record.extra.push_back({"nodes", JsonValue(options.nodes)});
+        record.extra.push_back({"network_bytes_per_rank", JsonValue(network)});
+        const std::optional<double> rate = gbps(network, record.time_us.median);
+        record.extra.push_back({"network_gbps", rate ? JsonValue(*rate) : JsonValue()});
+        record.extra.push_back({"network_cap_gbps", JsonValue(result.network_cap_gbps)});
+        record.extra.push_back(
+            {"fraction_of_network_cap", rate ? JsonValue(*rate / result.network_cap_gbps) : JsonValue()});
+    }
     // The op's floor (DESIGN.md §9): the launch floor plus the bytes that cross between ranks at the
-    // copy rate of this run (the peer bound, or the device-to-device rate when the ranks share a GPU).
+    // copy rate of this run (the peer bound, or the device-to-device rate when the ranks share a GPU);
+    // across nodes, the network's part instead where it is longer: its bytes at the cap plus its
+    // latency (what one message in flight costs).
     if (baselines.launch_floor_us && baselines.peer_bound_gbps && *baselines.peer_bound_gbps > 0) {
-        const double floor_us = *baselines.launch_floor_us + crossing / (*baselines.peer_bound_gbps * 1e3);
+        double transfer_us = crossing / (*baselines.peer_bound_gbps * 1e3);
+        if (across_nodes)
+            transfer_us =
+                std::max(transfer_us, network / (result.network_cap_gbps * 1e3) + result.network_latency_us);
+        const double floor_us = *baselines.launch_floor_us + transfer_us;
         record.extra.push_back({"floor_us", JsonValue(floor_us)});
         record.extra.push_back({"over_floor", JsonValue(record.time_us.median / floor_us)});
     }
@@ -336,9 +401,15 @@ void measure_ll(const BenchOptions& command, int ranks, int gpus, const Baseline
     options.seed = command.seed;
     options.caller_stream = command.caller_stream;
     options.timeout_seconds = command.timeout_seconds.value_or(defaults.timeout_seconds);
+    options.nodes = command.nodes.value_or(1);
+    if (ranks % options.nodes != 0)
+        throw UsageError("--nodes " + std::to_string(options.nodes) + " does not divide the " + std::to_string(ranks) +
+                         " ranks");
     std::printf(
-        "\nLL: EP%d on %d GPU(s), %d tokens/rank (and 1), hidden %d, top-%d of %d experts, %d iters\n", ranks,
-        gpus, options.tokens, options.hidden, options.topk, options.experts, options.iters);
+        "\nLL: EP%d on %d GPU(s)%s, %d tokens/rank (and 1), hidden %d, top-%d of %d experts, %d iters\n", ranks,
+        gpus,
+        options.nodes > 1 ? (" as " + std::to_string(options.nodes) + " emulated nodes").c_str() : "",
+        options.tokens, options.hidden, options.topk, options.experts, options.iters);
     for (int tokens : {options.tokens, 1}) {
         for (const Mode mode :
              {Mode{tokens, false, false}, Mode{tokens, true, false}, Mode{tokens, false, true},

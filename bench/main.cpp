@@ -37,6 +37,8 @@ RankPlan plan_ranks(const BenchOptions& options, int visible) {
         throw UsageError("--gpus " + std::to_string(plan.gpus) + " but only " + std::to_string(visible) +
                          " CUDA GPU(s) are visible");
     plan.ranks = options.ranks.value_or(std::max(2, plan.gpus));
+    // ll --nodes N without --ranks: the smallest multiple of N at least the default.
+    if (options.nodes && !options.ranks) plan.ranks = (plan.ranks + *options.nodes - 1) / *options.nodes * *options.nodes;
     if (options.experts % plan.ranks != 0)
         throw UsageError("--experts (" + std::to_string(options.experts) +
                          ") is not a multiple of the ranks (" + std::to_string(plan.ranks) + ")");

@@ -20,7 +20,8 @@ enum class NetworkBackend : int32_t {
 // Adversarial modes of the emulated network (bits of BufferConfig::network_adversarial), for tests:
 // each one exercises a freedom the scale-out contract gives the transport.
 enum NetworkAdversary : uint32_t {
-    kNetworkReorderPuts = 1u << 0,         // puts without a signal between them land in shuffled order
+    kNetworkReorderPuts = 1u << 0,         // puts land in shuffled order (each signal still after its
+                                           // own payload and every earlier put of its context and peer)
     kNetworkLateSourceReads = 1u << 1,     // sources are read as late as allowed (a later signal, a
                                            // flush or an idle network forces them)
     kNetworkContextsOutOfOrder = 1u << 2,  // contexts are served in reverse order, each with a delay

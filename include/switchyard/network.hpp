@@ -12,6 +12,43 @@
 
 namespace switchyard {
 
+// Where the emulated network's engine thread spends its time (cumulative; emulated network only).
+// Times in nanoseconds. One run of a workload shows whether the engine keeps up with the wire: the
+// time in CUDA calls per call, how late it issues chunks against their wire slots, how long the
+// GPU takes to run what it issued, and how long descriptors wait in the rings before it takes them.
+struct NetworkEngineStats {
+    uint64_t passes = 0;        // engine loop passes
+    uint64_t requests = 0;      // descriptors taken from the rings
+    uint64_t full_takes = 0;    // takes that hit the per-pass limit (a ring backlog)
+    uint64_t batches = 0;       // batches formed (a lane's due requests, coalesced)
+    uint64_t coalesce_waits = 0;  // times a lane's due requests waited for more to coalesce
+    uint64_t copy_calls = 0;    // copy calls (cudaMemcpyBatchAsync)
+    uint64_t copy_call_ns = 0;  // time in them
+    uint64_t copies = 0;        // copies they made
+    uint64_t copy_bytes = 0;    // bytes they moved
+    uint64_t write_calls = 0;   // calls writing signals, counters and flush reports
+    uint64_t words = 0;         // words they wrote (a word takes every add due to it at once)
+    uint64_t write_call_ns = 0;
+    uint64_t signal_adds = 0;
+    // The engine loop's time: passes that took or issued something, passes with work not yet due
+    // (latency, wire slots, coalescing), passes with nothing to do.
+    uint64_t busy_ns = 0, waiting_ns = 0, idle_ns = 0;
+    uint64_t wire_ns = 0;       // wire time reserved (bytes / cap)
+    uint64_t late_ns = 0;       // per copy call, how far past its wire slot's end its most overdue
+    uint64_t late_max_ns = 0;   // chunk was (summed; the largest)
+    uint64_t queued_ns = 0;     // per chunk, from its batch being due to its issue (summed)
+    // Ring lag: from a kernel posting a descriptor (its globaltimer) to the engine taking it (host
+    // clock). The clocks differ by an unknown offset, so the smallest lag seen counts as zero:
+    // sums and maximum above that minimum.
+    uint64_t ring_lag_samples = 0, ring_lag_ns = 0, ring_lag_max_ns = 0;
+    // Stream lag: from an engine call to the GPU having run it (sampled every ~50 us, as seen by
+    // the engine's polling).
+    uint64_t stream_lag_samples = 0, stream_lag_ns = 0, stream_lag_max_ns = 0;
+
+    // One line: the averages and what they say.
+    std::string summary() const;
+};
+
 // One rank's network traffic, cumulative since the buffer was created (reset() keeps it). Read it
 // after Buffer::synchronize(), which also waits for the emulated network to deliver what the
 // finished ops asked of it.
@@ -33,6 +70,7 @@ struct NetworkStats {
     uint64_t invalid_requests = 0;  // requests refused (each also poisons the buffer)
     std::string signal_writes;      // how signals are written: "stream memory operations" or
                                     // "8-byte copies from pinned memory"
+    NetworkEngineStats engine;      // emulated network only
 
     // [N] bytes_to_rank summed per destination node.
     std::vector<uint64_t> bytes_to_node() const;
@@ -54,6 +92,9 @@ struct NetworkCheck {
                         // counter (or a flush, with use_flush) says it was read; one signal at the end
         kPingPong = 2,  // nodes 0 and 1 bounce a put of put_bytes (a bare signal when 0) with a
                         // signal `rounds` times; round trips measured
+        kChannels = 3,  // the HT shape: `channels` sender warps, each putting `puts_per_round`
+                        // contiguous records a round, a signal add every `puts_per_signal` (1: each
+                        // record); channel c on context c % num_contexts; checked at the end
     };
     Pattern pattern = Pattern::kStream;
     int32_t rounds = 1;
@@ -63,6 +104,9 @@ struct NetworkCheck {
     int32_t num_contexts = 1;                // group g (stream) or round r (reuse) uses context g % n
     bool use_flush = false;                  // kReuse
     bool check_every_signal = true;          // kStream: off for bandwidth runs (checks at the end only)
+    bool lane_parallel = true;               // kStream: a group's unsignalled puts from 32 lanes at
+                                             // once (false: one thread posts every request)
+    int32_t channels = 16;                   // kChannels: sender warps, 1 to 16
     uint32_t seed = 1;
 };
 
@@ -75,6 +119,10 @@ struct NetworkCheckResult {
     // its last signal. Bandwidth: a peer's bytes_sent / (receive_end_ns - the peer's send_start_ns).
     int64_t send_start_ns = 0;
     int64_t receive_end_ns = 0;
+    // When this rank's senders posted their last request, and how many requests they posted: a
+    // sender that posts slower than the wire carries is the limit, not the network.
+    int64_t send_end_ns = 0;
+    uint64_t posts = 0;
     int64_t round_trip_min_ns = -1;  // kPingPong on node 0
     int64_t round_trip_max_ns = -1;
 };

@@ -32,6 +32,7 @@ struct BufferSizes {
     int64_t ht_dispatch = 0;  // HT dispatch receive region: R * T_max records
     int64_t ht_combine = 0;   // HT combine receive region: K * T_max combine records
     int64_t low_latency = 0;  // both LL sets
+    int64_t ll_forward = 0;   // LL across nodes: the combine's forward area
     int64_t ll_zero_copy = 0; // LL zero-copy combine send area (BufferConfig::ll_zero_copy_combine)
     int64_t symmetric = 0;
     // Beside it, on the same device: the output pool reserved at creation for the largest single
@@ -42,10 +43,12 @@ struct BufferSizes {
     int64_t total = 0;  // symmetric + output_pool_reserve + routing_scratch
 };
 
-// Throws InvalidArgument for a configuration Buffer would refuse (validate_config) or num_ranks < 1.
-BufferSizes buffer_sizes(const BufferConfig& config, int num_ranks);
-// buffer_sizes(config, num_ranks).symmetric: what Buffer::buffer_bytes() will report.
-size_t buffer_bytes(const BufferConfig& config, int num_ranks);
+// `num_nodes`: the nodes (scale-up domains) the ranks span, emulated ones included
+// (Topology::num_nodes); the LL regions grow with it. Throws InvalidArgument for a configuration
+// Buffer would refuse (validate_config), num_ranks < 1, or num_nodes that does not divide it.
+BufferSizes buffer_sizes(const BufferConfig& config, int num_ranks, int num_nodes = 1);
+// buffer_sizes(config, num_ranks, num_nodes).symmetric: what Buffer::buffer_bytes() will report.
+size_t buffer_bytes(const BufferConfig& config, int num_ranks, int num_nodes = 1);
 
 // ---------------------------------------------------------------------------------------------
 // Shapes of an op's outputs

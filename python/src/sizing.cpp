@@ -66,20 +66,23 @@ void bind_sizing(nb::module_& m) {
 
     m.def(
         "buffer_size_hint",
-        [](const BufferConfig& config, int num_ranks) { return buffer_sizes(config, num_ranks).symmetric; },
-        "config"_a, "num_ranks"_a,
+        [](const BufferConfig& config, int num_ranks, int num_nodes) {
+            return buffer_sizes(config, num_ranks, num_nodes).symmetric;
+        },
+        "config"_a, "num_ranks"_a, "num_nodes"_a = 1,
         "Bytes of the symmetric buffer (control workspace + HT and LL regions) each rank allocates for `config` "
         "with `num_ranks` ranks: what Buffer.buffer_bytes reports once created. Outputs of expert-major layouts "
         "come from a separate per-buffer pool.");
     m.def(
         "buffer_size_breakdown",
-        [](const BufferConfig& config, int num_ranks) {
-            const BufferSizes sizes = buffer_sizes(config, num_ranks);
+        [](const BufferConfig& config, int num_ranks, int num_nodes) {
+            const BufferSizes sizes = buffer_sizes(config, num_ranks, num_nodes);
             nb::dict out;
             out["workspace"] = sizes.workspace;
             out["ht_dispatch"] = sizes.ht_dispatch;
             out["ht_combine"] = sizes.ht_combine;
             out["ll"] = sizes.low_latency;
+            out["ll_forward"] = sizes.ll_forward;
             out["ll_zero_copy"] = sizes.ll_zero_copy;
             out["total"] = sizes.symmetric;
             out["output_pool_reserve"] = sizes.output_pool_reserve;
@@ -87,7 +90,7 @@ void bind_sizing(nb::module_& m) {
             out["device_total"] = sizes.total;
             return out;
         },
-        "config"_a, "num_ranks"_a, "buffer_size_hint by region (bytes; regions are aligned, the total to 2 MiB), and beside the symmetric "
+        "config"_a, "num_ranks"_a, "num_nodes"_a = 1, "buffer_size_hint by region (bytes; regions are aligned, the total to 2 MiB), and beside the symmetric "
         "buffer the output pool reserved at creation and the routing scratch (device_total: all of it).");
 
     m.def(

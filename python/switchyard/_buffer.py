@@ -63,14 +63,15 @@ class Buffer(_C.Buffer):
                 f"{self.buffer_bytes} bytes)")
 
 
-def buffer_size_hint(config: _C.BufferConfig | None = None, num_ranks: int = 1, **config_fields: Any) -> int:
+def buffer_size_hint(config: _C.BufferConfig | None = None, num_ranks: int = 1, num_nodes: int = 1,
+                     **config_fields: Any) -> int:
     """Bytes of the symmetric buffer each rank allocates for ``config`` (or its fields as
-    keywords) with ``num_ranks`` ranks, before creating it."""
+    keywords) with ``num_ranks`` ranks on ``num_nodes`` nodes, before creating it."""
     if config is None:
         config = _C.BufferConfig(**config_fields)
     elif config_fields:
         raise TypeError("switchyard.buffer_size_hint: pass either config or its fields, not both")
-    return _C.buffer_size_hint(config, num_ranks)
+    return _C.buffer_size_hint(config, num_ranks, num_nodes)
 
 
 def record_event(stream: Any = None) -> _C.Event:

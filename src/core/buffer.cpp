@@ -22,6 +22,7 @@
 #include "launch/launch_context.hpp"
 #include "net/network_setup.hpp"
 #include "switchyard/ll/dispatch.cuh"
+#include "switchyard/ll/net_dispatch_send.cuh"
 
 namespace switchyard {
 namespace {
@@ -161,7 +162,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     check_hardware_queues(impl.topology, network_plan.kind == net::NetworkKind::kEmulated);
 
     // Sized by the functions the planning API uses too (switchyard/planning.hpp).
-    impl.layout = device::BufferLayout::make(core::buffer_capacity(impl.config, impl.communicator->size()));
+    impl.layout = device::BufferLayout::make(
+        core::buffer_capacity(impl.config, impl.communicator->size(), impl.topology.num_nodes));
 
     impl.errors = std::make_unique<core::ErrorState>();
     impl.errors->set_peer_note(
@@ -191,8 +193,12 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     if (config.enable_low_latency) {
         // The LL dispatch keeps a bit mask of the op's tokens per expert and per rank in shared
         // memory: refuse a capacity whose largest op could not launch, before any op runs.
-        const int64_t shared_bytes = device::ll_dispatch_shared_bytes(
-            impl.communicator->size(), config.max_experts, config.ll_max_tokens_per_rank);
+        const int64_t shared_bytes =
+            impl.topology.num_nodes > 1
+                ? device::ll_net_dispatch_shared_bytes(impl.communicator->size(), impl.topology.num_nodes,
+                                                       config.max_experts, config.ll_max_tokens_per_rank)
+                : device::ll_dispatch_shared_bytes(impl.communicator->size(), config.max_experts,
+                                                   config.ll_max_tokens_per_rank);
         int shared_limit = 0;
         SY_CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
         if (shared_bytes > shared_limit)

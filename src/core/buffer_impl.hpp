@@ -136,6 +136,7 @@ struct Buffer::Impl {
             SY_CUDA_CHECK(cudaEventRecord(caller_ready, caller));
             SY_CUDA_CHECK(cudaStreamWaitEvent(stream, caller_ready, 0));
         }
+        if (network) network->expect_traffic();
         body();
         latest_done = events->record(stream);
         if (stream != caller && !order.async)

@@ -11,8 +11,9 @@
 
 namespace switchyard::core {
 
-// The capacities the symmetric buffer's layout is computed from.
-device::BufferCapacity buffer_capacity(const BufferConfig& config, int num_ranks);
+// The capacities the symmetric buffer's layout is computed from (`num_nodes`: the nodes the ranks
+// span, Topology::num_nodes).
+device::BufferCapacity buffer_capacity(const BufferConfig& config, int num_ranks, int num_nodes);
 
 // Bytes the buffer's output pool reserves at creation: the largest single op's outputs with some
 // slack, capped at 1 GiB (beyond that the pool grows on demand).

@@ -97,6 +97,10 @@ static void describe_network_wait(std::ostream& message, const device::ErrorReco
             message << "a flush of context " << context << ": this rank's own puts reading their sources, over the "
                     << "network";
             break;
+        case device::kNetWaitRelay:
+            message << "rank " << record.peer << "'s data from node " << node
+                    << ", relayed over NVLink by this node's rail peer of it once its network signal came";
+            break;
         case device::kNetWaitRingSpace:
             message << "space in the emulated network's request ring of context " << context
                     << " (requests to node " << node << "): this rank's network engine is not taking requests";

@@ -37,6 +37,12 @@ class LowLatencyHandle {
     // Owns the memory of the dispatch result's column-major recv_scales view ([L, words, R*T_ll]
     // or [words, rows] contiguous): that view stays valid while this handle lives.
     DeviceTensor recv_scales_storage;
+    // Across nodes (num_nodes > 1): what this rank, as the forwarder of each other node's rail peer,
+    // received from it (kernels/switchyard/ll/net_layout.cuh): int32 [N - 1, T_ll, K + 1] {home
+    // token, then per k the local index of the slot's owner on this node or -1}, int32 [N - 1].
+    int32_t num_nodes = 1;
+    DeviceTensor forward_rows;
+    DeviceTensor forward_counts;
 
     int64_t rows_per_expert() const { return int64_t(num_ranks) * max_tokens; }
 };

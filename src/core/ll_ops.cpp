@@ -11,12 +11,38 @@
 #include "core/op_trace.hpp"
 #include "core/validation.hpp"
 #include "launch/ll_launch.hpp"
+#include "launch/ll_net_launch.hpp"
+#include "switchyard/ll/net_layout.cuh"
+#include "net/network.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/common/trace_marks.cuh"
+#include "switchyard/errors.hpp"
 #include "util/cuda_check.hpp"
 
 namespace switchyard {
 namespace {
+
+// A buffer whose ranks span nodes runs the LL kernels across nodes (launch/ll_net_launch.hpp):
+// the one-node kernels reach their peers through the device peer table, which holds null for
+// ranks on other nodes.
+bool across_nodes(const Buffer::Impl& impl) {
+    return impl.network != nullptr;
+}
+
+// The LL kernels across nodes number their signals per source node and keep a bit per node and
+// per rank of a node in 64-bit words (ll/net_layout.cuh).
+void require_supported_nodes(const Buffer::Impl& impl, const char* op) {
+    if (!across_nodes(impl)) return;
+    const comm::NodeLayout& layout = impl.network->layout();
+    if (layout.num_nodes > device::kLlNetMaxNodes || layout.ranks_per_node > 64)
+        throw UnsupportedError(std::string("switchyard: ") + op + ": the low-latency kernels across nodes support up to " +
+                               std::to_string(device::kLlNetMaxNodes) + " nodes of up to 64 ranks; this buffer spans " +
+                               std::to_string(layout.num_nodes) + " nodes of " + std::to_string(layout.ranks_per_node));
+}
+
+bool on_gin(const Buffer::Impl& impl) {
+    return impl.network && impl.network->kind() == net::NetworkKind::kGin;
+}
 
 core::ValidationContext ll_validation_context(const Buffer::Impl& impl) {
     return core::make_validation_context(impl.config, impl.communicator->size(), Device::cuda(impl.device),
@@ -71,7 +97,7 @@ launch::LlDispatchShape dispatch_shape(const LowLatencyDispatchArgs& args) {
 // The handle of a validated dispatch: its shape and options (its routing tensors are outputs,
 // allocate_dispatch_outputs).
 std::shared_ptr<LowLatencyHandle> make_dispatch_handle(const LowLatencyDispatchArgs& args, int num_ranks,
-                                                       int32_t max_tokens) {
+                                                       int32_t max_tokens, int32_t num_nodes) {
     auto handle = std::make_shared<LowLatencyHandle>();
     handle->num_tokens = static_cast<int32_t>(args.x.shape[0]);
     handle->hidden = static_cast<int32_t>(args.x.shape[1]);
@@ -86,6 +112,7 @@ std::shared_ptr<LowLatencyHandle> make_dispatch_handle(const LowLatencyDispatchA
     handle->has_weights = args.topk_weights.defined();
     handle->layout = args.layout;
     handle->expert_alignment = args.expert_alignment;
+    handle->num_nodes = num_nodes;
     handle->contiguous_rows = args.layout == RecvLayout::kExpertContiguous
                                   ? device::ll_contiguous_rows(num_ranks, max_tokens, handle->topk,
                                                                handle->local_experts, args.expert_alignment)
@@ -119,6 +146,7 @@ void allocate_dispatch_outputs(const Buffer::Impl& impl, LowLatencyHandle& handl
     const DType x_dtype = handle.use_fp8 ? DType::kFloat8E4M3 : DType::kBFloat16;
     const DType scale_dtype = scale_kind == device::kScaleUe8m0 ? DType::kInt32 : DType::kFloat32;
     const bool contiguous = handle.layout == RecvLayout::kExpertContiguous;
+    const int64_t others = handle.num_nodes - 1, T_ll = handle.max_tokens;
     auto outputs = contiguous
                        ? impl.outputs->allocate_group({{x_dtype, {x_rows, H}},
                                                        {DType::kInt32, {L}},
@@ -127,7 +155,9 @@ void allocate_dispatch_outputs(const Buffer::Impl& impl, LowLatencyHandle& handl
                                                        {DType::kInt32, {L + 1}},
                                                        {DType::kInt32, {rows, K + 1}},
                                                        {DType::kFloat32, {rows, K}},
-                                                       {DType::kInt32, {R + 1}}},
+                                                       {DType::kInt32, {R + 1}},
+                                                       {DType::kInt32, {others, T_ll, K + 1}},
+                                                       {DType::kInt32, {others}}},
                                                       stream)
                        : impl.outputs->allocate_group({{x_dtype, {L, rows, H}},
                                                        {DType::kInt32, {L}},
@@ -136,7 +166,9 @@ void allocate_dispatch_outputs(const Buffer::Impl& impl, LowLatencyHandle& handl
                                                        {DType::kInt32, {L + 1}},
                                                        {DType::kInt32, {rows, K + 1}},
                                                        {DType::kFloat32, {rows, K}},
-                                                       {DType::kInt32, {R + 1}}},
+                                                       {DType::kInt32, {R + 1}},
+                                                       {DType::kInt32, {others, T_ll, K + 1}},
+                                                       {DType::kInt32, {others}}},
                                                       stream);
     result.recv_x = outputs[0];
     handle.recv_count = outputs[1];
@@ -145,6 +177,8 @@ void allocate_dispatch_outputs(const Buffer::Impl& impl, LowLatencyHandle& handl
     handle.recv_token_rows = outputs[5];
     handle.recv_token_weights = outputs[6];
     handle.recv_record_starts = outputs[7];
+    handle.forward_rows = outputs[8];
+    handle.forward_counts = outputs[9];
     if (!handle.use_fp8) return;
     handle.recv_scales_storage = outputs[3];
     const TensorView& storage = handle.recv_scales_storage.view();
@@ -172,6 +206,29 @@ launch::LlDispatchViews dispatch_views(const LowLatencyDispatchArgs& args, const
     views.recv_token_weights = handle.recv_token_weights.view();
     views.recv_record_starts = handle.recv_record_starts.view();
     return views;
+}
+
+launch::LlNetViews net_views(const LowLatencyHandle& handle) {
+    return {handle.forward_rows.view(), handle.forward_counts.view()};
+}
+
+// One launch of `phases` of a dispatch or combine: the one-node kernels, or those across nodes.
+void launch_dispatch(const Buffer::Impl& impl, const launch::LaunchContext& context, const launch::LlDispatchPlan& plan,
+                     const launch::LlDispatchViews& views, const LowLatencyHandle& handle, int phases,
+                     const device::OpTrace& trace) {
+    if (across_nodes(impl))
+        launch::launch_ll_net_dispatch(context, plan, views, net_views(handle), phases, trace);
+    else
+        launch::launch_ll_dispatch(context, plan, views, phases, trace);
+}
+
+void launch_combine(const Buffer::Impl& impl, const launch::LaunchContext& context, const launch::LlCombinePlan& plan,
+                    const launch::LlCombineViews& views, const LowLatencyHandle& handle, int phases,
+                    const device::OpTrace& trace) {
+    if (across_nodes(impl))
+        launch::launch_ll_net_combine(context, plan, views, net_views(handle), phases, trace);
+    else
+        launch::launch_ll_combine(context, plan, views, phases, trace);
 }
 
 launch::LlCombinePlan combine_plan(const LowLatencyCombineArgs& args, const LowLatencyHandle& handle,
@@ -213,18 +270,26 @@ launch::LlCombineViews combine_views(const LowLatencyCombineArgs& args, const Lo
 void Buffer::ll_load_kernels(const LowLatencyDispatchArgs& args) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_load_kernels");
+    require_supported_nodes(impl, "ll_load_kernels");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
-    for (const jit::KernelSource& source : launch::ll_op_sources(dispatch_shape(args)))
-        jit::get_kernel(source, impl.device);
+    if (!across_nodes(impl)) {
+        for (const jit::KernelSource& source : launch::ll_op_sources(dispatch_shape(args)))
+            jit::get_kernel(source, impl.device);
+        return;
+    }
+    const bool gin = on_gin(impl);
+    for (const jit::KernelSource& source : launch::ll_net_op_sources(dispatch_shape(args), gin))
+        jit::get_kernel(source, impl.device, launch::ll_net_compile_options(gin));
 }
 
 LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args, cudaStream_t stream) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_dispatch");
+    require_supported_nodes(impl, "ll_dispatch");
     core::validate_ll_dispatch(args, ll_validation_context(impl));
     core::require_device_resident(args.topk_idx, "topk_idx", impl.device);
     const std::shared_ptr<LowLatencyHandle> handle =
-        make_dispatch_handle(args, num_ranks(), impl.config.ll_max_tokens_per_rank);
+        make_dispatch_handle(args, num_ranks(), impl.config.ll_max_tokens_per_rank, impl.topology.num_nodes);
     const launch::LlDispatchPlan plan = dispatch_plan(args, *handle, impl.config);
     const int phases = first_phases(args.return_recv_hook);
     const device::OpTrace trace = ll_dispatch_trace(impl, phases);
@@ -236,7 +301,7 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
         // Allocated on the op's stream once it follows the caller's stream.
         allocate_dispatch_outputs(impl, *handle, result, impl.op_stream(stream));
         views = dispatch_views(args, *handle, result);
-        launch::launch_ll_dispatch(context, plan, views, phases, trace);
+        launch_dispatch(impl, context, plan, views, *handle, phases, trace);
     });
     result.recv_count = handle->recv_count;
     result.handle = handle;
@@ -249,8 +314,8 @@ LowLatencyDispatchResult Buffer::ll_dispatch(const LowLatencyDispatchArgs& args,
                       offsets = result.recv_expert_offsets] {
         const device::OpTrace receive_trace = ll_dispatch_trace(*impl_pointer, device::kLlRecvHalf);
         return impl_pointer->run_ordered(stream, receive_order, [&] {
-            launch::launch_ll_dispatch(impl_pointer->context(stream), plan, views, device::kLlRecvHalf,
-                                       receive_trace);
+            launch_dispatch(*impl_pointer, impl_pointer->context(stream), plan, views, *handle,
+                            device::kLlRecvHalf, receive_trace);
         });
     };
     return result;
@@ -261,6 +326,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
                                            cudaStream_t stream) {
     Impl& impl = *impl_;
     core::validate_low_latency(impl.config, "ll_combine");
+    require_supported_nodes(impl, "ll_combine");
     core::validate_ll_combine(args, handle.get(), ll_validation_context(impl));
     core::require_device_resident(args.topk_idx, "topk_idx", impl.device);
     const TensorView y = args.zero_copy ? ll_combine_input(*handle) : core::ll_combine_y_view(args.y, *handle);
@@ -277,7 +343,7 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
                          : impl.outputs->allocate(DType::kBFloat16, {handle->num_tokens, handle->hidden},
                                                   impl.op_stream(stream));
         views = combine_views(args, *handle, y, result.out.view());
-        launch::launch_ll_combine(context, plan, views, phases, trace);
+        launch_combine(impl, context, plan, views, *handle, phases, trace);
     });
     if (!args.return_recv_hook) return result;
 
@@ -286,8 +352,8 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     result.receive = [impl_pointer, plan, views, stream, receive_order, handle, out = result.out] {
         const device::OpTrace receive_trace = ll_combine_trace(*impl_pointer, device::kLlRecvHalf);
         return impl_pointer->run_ordered(stream, receive_order, [&] {
-            launch::launch_ll_combine(impl_pointer->context(stream), plan, views, device::kLlRecvHalf,
-                                      receive_trace);
+            launch_combine(*impl_pointer, impl_pointer->context(stream), plan, views, *handle,
+                           device::kLlRecvHalf, receive_trace);
         });
     };
     return result;

@@ -23,7 +23,7 @@ namespace switchyard {
 
 namespace core {
 
-device::BufferCapacity buffer_capacity(const BufferConfig& config, int num_ranks) {
+device::BufferCapacity buffer_capacity(const BufferConfig& config, int num_ranks, int num_nodes) {
     device::BufferCapacity capacity{};
     capacity.num_ranks = num_ranks;
     capacity.max_experts = config.max_experts;
@@ -34,6 +34,7 @@ device::BufferCapacity buffer_capacity(const BufferConfig& config, int num_ranks
     capacity.high_throughput = config.enable_high_throughput;
     capacity.low_latency = config.enable_low_latency;
     capacity.ll_zero_copy_combine = config.ll_zero_copy_combine;
+    capacity.num_nodes = num_nodes;
     return capacity;
 }
 
@@ -177,14 +178,19 @@ int64_t TensorSpec::span_bytes() const {
 
 // --- Memory of a BufferConfig ------------------------------------------------------------------------
 
-BufferSizes buffer_sizes(const BufferConfig& given, int num_ranks) {
+BufferSizes buffer_sizes(const BufferConfig& given, int num_ranks, int num_nodes) {
     const BufferConfig config = checked_config(given, num_ranks);
-    const device::BufferLayout layout = device::BufferLayout::make(core::buffer_capacity(config, num_ranks));
+    if (num_nodes < 1 || num_ranks % num_nodes != 0)
+        fail("num_nodes must be >= 1 and divide num_ranks (" + std::to_string(num_ranks) + "), got " +
+             std::to_string(num_nodes));
+    const device::BufferLayout layout =
+        device::BufferLayout::make(core::buffer_capacity(config, num_ranks, num_nodes));
     BufferSizes sizes;
     sizes.workspace = layout.workspace.total_bytes;
     sizes.ht_dispatch = layout.ht_dispatch_bytes;
     sizes.ht_combine = layout.ht_combine_bytes;
     sizes.low_latency = 2 * layout.ll_set_bytes;
+    sizes.ll_forward = layout.ll_forward_bytes;
     sizes.ll_zero_copy = layout.ll_zero_copy_bytes;
     sizes.symmetric = layout.total_bytes;
     sizes.output_pool_reserve = int64_t(core::output_pool_reserve_bytes(config, num_ranks));
@@ -193,8 +199,8 @@ BufferSizes buffer_sizes(const BufferConfig& given, int num_ranks) {
     return sizes;
 }
 
-size_t buffer_bytes(const BufferConfig& config, int num_ranks) {
-    return size_t(buffer_sizes(config, num_ranks).symmetric);
+size_t buffer_bytes(const BufferConfig& config, int num_ranks, int num_nodes) {
+    return size_t(buffer_sizes(config, num_ranks, num_nodes).symmetric);
 }
 
 // --- HT ----------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ DriverState load_driver() {
     SY_JIT_RESOLVE(cuLaunchKernelEx, true)
     SY_JIT_RESOLVE(cuFuncGetParamInfo, false)
     SY_JIT_RESOLVE(cuStreamWriteValue64, false)
+    SY_JIT_RESOLVE(cuStreamBatchMemOp, false)
 #undef SY_JIT_RESOLVE
     if (!missing.empty()) {
         state.error = "the CUDA driver (libcuda.so.1) is too old: it lacks" + missing +

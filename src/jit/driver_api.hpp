@@ -33,6 +33,8 @@ struct DriverApi {
     // Optional: the emulated network's engine writes signals with it (src/net/emulated_network.cpp)
     // and falls back to 8-byte copies without it.
     decltype(&::cuStreamWriteValue64) cuStreamWriteValue64 = nullptr;
+    // Optional: the engine writes a call's signals, counters and flush reports in one batch.
+    decltype(&::cuStreamBatchMemOp) cuStreamBatchMemOp = nullptr;
 };
 
 // The loaded and initialized (cuInit) driver. Throws UnsupportedError when there is no driver or

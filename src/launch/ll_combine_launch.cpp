@@ -17,8 +17,8 @@ jit::KernelSource ll_combine_source(const LlCombineShape& shape) {
                 (sends && shape.contiguous ? "true" : "false") + ">"};
 }
 
-void launch_ll_combine(const LaunchContext& context, const LlCombinePlan& plan, const LlCombineViews& views,
-                       int phases, const device::OpTrace& trace) {
+device::LlCombineArgs ll_combine_args(const LaunchContext& context, const LlCombinePlan& plan,
+                                      const LlCombineViews& views, const device::OpTrace& trace) {
     const bool contiguous = plan.shape.contiguous;
     const bool flat = !plan.shape.hierarchical;
     const TensorView& y = views.y;
@@ -46,7 +46,12 @@ void launch_ll_combine(const LaunchContext& context, const LlCombinePlan& plan, 
     args.recv_token_rows = views.recv_token_rows.ptr_as<int32_t>();
     args.recv_token_weights = views.recv_token_weights.ptr_as<float>();
     args.recv_record_starts = views.recv_record_starts.ptr_as<int32_t>();
+    return args;
+}
 
+void launch_ll_combine(const LaunchContext& context, const LlCombinePlan& plan, const LlCombineViews& views,
+                       int phases, const device::OpTrace& trace) {
+    const device::LlCombineArgs args = ll_combine_args(context, plan, views, trace);
     LlCombineShape shape = plan.shape;
     shape.phases = phases;
     launch_ll_kernel(ll_combine_source(shape), context, ll_num_blocks(context, plan.num_sms),

@@ -34,8 +34,8 @@ int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispat
     return static_cast<int>(std::min<int64_t>(wanted, ll_num_blocks(context, num_sms)));
 }
 
-void launch_ll_dispatch(const LaunchContext& context, const LlDispatchPlan& plan,
-                        const LlDispatchViews& views, int phases, const device::OpTrace& trace) {
+device::LlDispatchArgs ll_dispatch_args(const LaunchContext& context, const LlDispatchPlan& plan,
+                                        const LlDispatchViews& views, const device::OpTrace& trace) {
     const int32_t local_experts = plan.num_experts / context.num_ranks;
     const bool contiguous = plan.shape.contiguous;
     device::LlDispatchArgs args{};
@@ -65,15 +65,25 @@ void launch_ll_dispatch(const LaunchContext& context, const LlDispatchPlan& plan
                                                   : nullptr;
     args.wait_time_stats =
         views.wait_time_stats.defined() ? views.wait_time_stats.ptr_as<int64_t>() : nullptr;
+    return args;
+}
 
+int ll_dispatch_grid(const LaunchContext& context, const LlDispatchPlan& plan, int phases) {
     LlDispatchShape shape = plan.shape;
     shape.phases = phases;
     // With zero_padding the grid also covers the segments' most padding rows.
+    const int32_t local_experts = plan.num_experts / context.num_ranks;
     const int64_t max_padding_rows =
-        args.zero_padding ? int64_t(local_experts) * (plan.expert_alignment - 1) : 0;
-    const int blocks =
-        ll_dispatch_blocks(context, plan.num_sms, shape, context.layout.ll_set.max_tokens, max_padding_rows);
-    launch_ll_kernel(ll_dispatch_source(shape), context, blocks,
+        plan.shape.contiguous && plan.zero_padding ? int64_t(local_experts) * (plan.expert_alignment - 1) : 0;
+    return ll_dispatch_blocks(context, plan.num_sms, shape, context.layout.ll_set.max_tokens, max_padding_rows);
+}
+
+void launch_ll_dispatch(const LaunchContext& context, const LlDispatchPlan& plan,
+                        const LlDispatchViews& views, int phases, const device::OpTrace& trace) {
+    const device::LlDispatchArgs args = ll_dispatch_args(context, plan, views, trace);
+    LlDispatchShape shape = plan.shape;
+    shape.phases = phases;
+    launch_ll_kernel(ll_dispatch_source(shape), context, ll_dispatch_grid(context, plan, phases),
                      device::ll_dispatch_shared_bytes(context.num_ranks, plan.num_experts, plan.num_tokens),
                      &args, sizeof(args));
 }

@@ -6,6 +6,7 @@
 #include "core/tuning.hpp"
 #include "launch/kernel_catalog.hpp"
 #include "launch/ll_launch.hpp"
+#include "launch/ll_net_launch.hpp"
 
 namespace switchyard::launch {
 
@@ -33,8 +34,8 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 }
 
 void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
-                      int64_t shared_bytes, const void* args, size_t args_size) {
-    const jit::Kernel& kernel = jit::get_kernel(source, context.device);
+                      int64_t shared_bytes, const void* args, size_t args_size, const jit::CompileOptions& options) {
+    const jit::Kernel& kernel = jit::get_kernel(source, context.device, options);
     jit::LaunchConfig config;
     config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
     config.block[0] = 32 * tuning::kLlWarps;
@@ -77,6 +78,9 @@ std::vector<jit::KernelSource> ll_catalog(const CatalogShape& catalog) {
                                     device::kLlBothHalves, contiguous}))
                     add(source.family == "ll_dispatch" ? dispatches : combines, source);
     dispatches.insert(dispatches.end(), combines.begin(), combines.end());
+    // Across nodes, on the emulated network (NVRTC; the GIN twins compile with nvcc: ll_net_catalog).
+    const std::vector<jit::KernelSource> across_nodes = ll_net_catalog(catalog, false);
+    dispatches.insert(dispatches.end(), across_nodes.begin(), across_nodes.end());
     return dispatches;
 }
 

@@ -106,10 +106,19 @@ int ll_dispatch_blocks(const LaunchContext& context, int num_sms, const LlDispat
 
 // What both LL launchers share: the buffer part of the arguments, and the launch itself
 // (tuning::kLlWarps warps per block, cooperative: blocks wait on each other's progress through the
-// workspace; on context.stream).
+// workspace; on context.stream; `options`: how the kernel is compiled, e.g. nvcc for NetGin).
 device::LlBufferArgs ll_buffer_args(const LaunchContext& context, bool mask_unresponsive,
                                     const device::OpTrace& trace);
 void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
-                      int64_t shared_bytes, const void* args, size_t args_size);
+                      int64_t shared_bytes, const void* args, size_t args_size,
+                      const jit::CompileOptions& options = {});
+
+// The kernels' argument structs as the plans and views fill them, and the dispatch's grid: the
+// one-node launchers' and the ones across nodes (ll_net_launch.hpp) share them.
+device::LlDispatchArgs ll_dispatch_args(const LaunchContext& context, const LlDispatchPlan& plan,
+                                        const LlDispatchViews& views, const device::OpTrace& trace);
+int ll_dispatch_grid(const LaunchContext& context, const LlDispatchPlan& plan, int phases);
+device::LlCombineArgs ll_combine_args(const LaunchContext& context, const LlCombinePlan& plan,
+                                      const LlCombineViews& views, const device::OpTrace& trace);
 
 }  // namespace switchyard::launch

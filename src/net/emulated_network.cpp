@@ -24,11 +24,14 @@ int64_t steady_ns() {
         .count();
 }
 
-// After this long without requests the engine polls every kIdlePoll instead of spinning.
-constexpr int64_t kSpinAfterActivityNs = 5'000'000;
+// After this long without requests (or an op announcing itself: expect_traffic) the engine polls
+// every kIdlePoll instead of spinning; an op's launch wakes it at once.
+constexpr int64_t kSpinAfterActivityNs = 20'000'000;
 constexpr auto kIdlePoll = std::chrono::microseconds(50);
 // Descriptors taken from one ring per pass, so one busy context cannot hold the others back.
 constexpr int kMaxTakenPerPass = 1024;
+// How often the engine refreshes the accounting stats() reads while it has work.
+constexpr int64_t kStatsRefreshNs = 50'000;
 
 }  // namespace
 
@@ -49,6 +52,7 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
                 api.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, handle) ==
                     CUDA_SUCCESS)
                 memops_ = supported != 0;
+            batch_memops_ = memops_ && api.cuStreamBatchMemOp != nullptr;
         } catch (const std::exception&) {
             memops_ = false;
         }
@@ -60,12 +64,21 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     ~CudaExecutor() override {
         for (auto event : group_done_)
             if (event) cudaEventDestroy(event);
+        for (auto& sample : lag_samples_)
+            if (sample.event) cudaEventDestroy(sample.event);
         if (staging_) cudaFreeHost(staging_);
     }
 
     bool memops() const { return memops_; }
 
     void copy(const Copy* copies, size_t count) override {
+        const int64_t start = steady_ns();
+        copy_once(copies, count);
+        const int64_t end = steady_ns();
+        timing_.copy_call_ns += uint64_t(end - start);
+        sample_stream_lag(start, end);
+    }
+    void copy_once(const Copy* copies, size_t count) {
         dsts_.resize(count);
         srcs_.resize(count);
         sizes_.resize(count);
@@ -95,6 +108,36 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         for (size_t i = 0; i < count; ++i)
             SY_CUDA_CHECK(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], cudaMemcpyDeviceToDevice, stream_));
     }
+    // The words of one scheduler call: one cuStreamBatchMemOp per 255 (each write fences the
+    // stream's earlier writes, the copies, as cuStreamWriteValue64 does), or one write each.
+    void write(const Word* words, size_t count) override {
+        const int64_t start = steady_ns();
+        size_t done = 0;
+        while (batch_memops_ && done < count) {
+            const size_t n = std::min(count - done, kMaxBatchOps);
+            params_.assign(n, CUstreamBatchMemOpParams{});
+            for (size_t i = 0; i < n; ++i) {
+                CUstreamBatchMemOpParams& op = params_[i];
+                op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+                op.writeValue.address = reinterpret_cast<CUdeviceptr>(address_of(words[done + i]));
+                op.writeValue.value64 = words[done + i].value;
+                op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+            }
+            const CUresult status = jit::driver().cuStreamBatchMemOp(reinterpret_cast<CUstream>(stream_),
+                                                                     unsigned(n), params_.data(), 0);
+            if (status == CUDA_SUCCESS) {
+                batch_memops_worked_ = true;
+                done += n;
+                continue;
+            }
+            if (batch_memops_worked_) jit::check_cu(status, "cuStreamBatchMemOp", "(emulated network)");
+            batch_memops_ = false;  // this driver does not batch them: one write per word from now on
+        }
+        for (; done < count; ++done) write_word(address_of(words[done]), words[done].value);
+        const int64_t end = steady_ns();
+        timing_.write_call_ns += uint64_t(end - start);
+        sample_stream_lag(start, end);
+    }
     void write_signal(int32_t dst_rank, int32_t context, uint32_t id, uint64_t value) override {
         write_word(states_[dst_rank] + device::net_signal_word(context, id), value);
     }
@@ -110,7 +153,61 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     }
     void set_own_rank(int32_t rank) { own_rank_ = rank; }
 
+    // What the engine's stats take from the executor.
+    struct Timing {
+        uint64_t copy_call_ns = 0, write_call_ns = 0;
+        uint64_t stream_lag_samples = 0, stream_lag_ns = 0, stream_lag_max_ns = 0;
+    };
+    const Timing& timing() const { return timing_; }
+
+    // Stream lag: an event recorded after a call now and then; the engine polls the oldest one
+    // and counts from the call to when it saw it done.
+    void poll_stream_lag(int64_t now_ns) {
+        while (lag_head_ != lag_tail_) {
+            LagSample& sample = lag_samples_[lag_head_ % kLagSamples];
+            if (cudaEventQuery(sample.event) != cudaSuccess) {
+                (void)cudaGetLastError();  // cudaErrorNotReady is not an error
+                return;
+            }
+            const uint64_t lag = uint64_t(std::max<int64_t>(0, now_ns - sample.issued_ns));
+            ++timing_.stream_lag_samples;
+            timing_.stream_lag_ns += lag;
+            timing_.stream_lag_max_ns = std::max(timing_.stream_lag_max_ns, lag);
+            ++lag_head_;
+        }
+    }
+
   private:
+    static constexpr size_t kMaxBatchOps = 255;  // "count must be less than 256"
+    static constexpr size_t kLagSamples = 64;
+    static constexpr int64_t kLagSampleEveryNs = 50'000;
+    struct LagSample {
+        cudaEvent_t event = nullptr;
+        int64_t issued_ns = 0;
+    };
+
+    void sample_stream_lag(int64_t start_ns, int64_t end_ns) {
+        if (end_ns - last_lag_sample_ns_ < kLagSampleEveryNs || lag_tail_ - lag_head_ >= kLagSamples) return;
+        LagSample& sample = lag_samples_[lag_tail_ % kLagSamples];
+        if (!sample.event) SY_CUDA_CHECK(cudaEventCreateWithFlags(&sample.event, cudaEventDisableTiming));
+        SY_CUDA_CHECK(cudaEventRecord(sample.event, stream_));
+        sample.issued_ns = start_ns;
+        last_lag_sample_ns_ = end_ns;
+        ++lag_tail_;
+    }
+
+    uint64_t* address_of(const Word& word) const {
+        switch (word.kind) {
+            case Word::kSignal:
+                return states_[word.rank] + device::net_signal_word(word.context, word.id);
+            case Word::kCounter:
+                return states_[own_rank_] + device::net_counter_word(word.context, word.id);
+            case Word::kFlushDone:
+                break;
+        }
+        return states_[own_rank_] + EmulatedNetState::kFlushDone + word.context;
+    }
+
     static constexpr size_t kStagingWords = 8192, kGroupWords = 256, kGroups = kStagingWords / kGroupWords;
 
     void write_word(uint64_t* address, uint64_t value) {
@@ -142,6 +239,13 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     std::vector<uint64_t*> states_;  // [R] network states as mapped here
     int32_t own_rank_ = 0;
     bool memops_ = false;
+    bool batch_memops_ = false;
+    bool batch_memops_worked_ = false;
+    std::vector<CUstreamBatchMemOpParams> params_;
+    Timing timing_;
+    LagSample lag_samples_[kLagSamples];
+    size_t lag_head_ = 0, lag_tail_ = 0;
+    int64_t last_lag_sample_ns_ = 0;
     bool batch_copies_ = true;
     bool batch_worked_ = false;
     std::vector<void*> dsts_;
@@ -240,14 +344,66 @@ void EmulatedNetwork::shutdown() {
 
 int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
     took = false;
+    ++engine_.passes;
     for (int32_t context = 0; context < num_contexts_; ++context) {
+        if (!ring_->ready(context)) continue;
+        const int64_t seen = steady_ns();
         const int taken = ring_->take(context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
+            if (request.posted_ns != 0) {
+                // Host clock minus the kernel's globaltimer: the lag plus an unknown, fixed offset.
+                const int64_t raw = seen - int64_t(request.posted_ns);
+                if (engine_.ring_lag_samples == 0) engine_.ring_lag_reference = raw;
+                const int64_t lag = raw - engine_.ring_lag_reference;
+                ++engine_.ring_lag_samples;
+                engine_.ring_lag_sum += lag;
+                engine_.ring_lag_min = std::min(engine_.ring_lag_min, lag);
+                engine_.ring_lag_max = std::max(engine_.ring_lag_max, lag);
+            }
             const std::string problem = scheduler_->accept(context, position, request, now_ns);
             if (!problem.empty()) report_refused(context, request, problem);
         });
+        engine_.requests += uint64_t(taken);
+        if (taken == kMaxTakenPerPass) ++engine_.full_takes;
         took = took || taken > 0;
     }
     return scheduler_->issue(now_ns);
+}
+
+void EmulatedNetwork::refresh_stats() {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_snapshot_ = scheduler_->stats();
+    const SchedulerStats& s = stats_snapshot_;
+    const auto& timing = executor_->timing();
+    NetworkEngineStats& e = engine_snapshot_;
+    e.passes = engine_.passes;
+    e.requests = engine_.requests;
+    e.full_takes = engine_.full_takes;
+    e.batches = s.batches;
+    e.coalesce_waits = s.coalesce_waits;
+    e.copy_calls = s.copy_calls;
+    e.copy_call_ns = timing.copy_call_ns;
+    e.copies = s.copies;
+    e.copy_bytes = 0;
+    for (uint64_t bytes : s.bytes_delivered) e.copy_bytes += bytes;
+    e.write_calls = s.write_calls;
+    e.words = s.words;
+    e.write_call_ns = timing.write_call_ns;
+    e.signal_adds = s.signal_adds;
+    e.busy_ns = engine_.busy_ns;
+    e.waiting_ns = engine_.waiting_ns;
+    e.idle_ns = engine_.idle_ns;
+    e.wire_ns = uint64_t(s.wire_ns);
+    e.late_ns = uint64_t(s.late_ns);
+    e.late_max_ns = uint64_t(s.late_max_ns);
+    e.queued_ns = uint64_t(s.queued_ns);
+    e.ring_lag_samples = engine_.ring_lag_samples;
+    if (engine_.ring_lag_samples > 0) {
+        e.ring_lag_ns = uint64_t(engine_.ring_lag_sum - int64_t(engine_.ring_lag_samples) * engine_.ring_lag_min);
+        e.ring_lag_max_ns = uint64_t(engine_.ring_lag_max - engine_.ring_lag_min);
+    }
+    e.stream_lag_samples = timing.stream_lag_samples;
+    e.stream_lag_ns = timing.stream_lag_ns;
+    e.stream_lag_max_ns = timing.stream_lag_max_ns;
 }
 
 void EmulatedNetwork::run() {
@@ -259,23 +415,32 @@ void EmulatedNetwork::run() {
     // this thread's stream queries and copies on its own, uncaptured stream illegal.
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     cudaThreadExchangeStreamCaptureMode(&mode);
-    int64_t last_activity = steady_ns();
+    int64_t last_activity = steady_ns(), last_refresh = 0;
     bool had_work = false;
+    // The loop's time goes to what the previous pass was: busy, waiting for due work, or idle.
+    int64_t iteration_start = steady_ns();
+    uint64_t* iteration_bucket = &engine_.idle_ns;
     while (!stop_.load(std::memory_order_acquire)) {
+        const int64_t now = steady_ns();
+        *iteration_bucket += uint64_t(now - iteration_start);
+        iteration_start = now;
+        iteration_bucket = &engine_.idle_ns;
         if (pause_requested_.load(std::memory_order_acquire)) {
             paused_.store(true, std::memory_order_release);
             while (pause_requested_.load(std::memory_order_acquire) && !stop_.load(std::memory_order_acquire))
                 std::this_thread::sleep_for(std::chrono::microseconds(20));
             paused_.store(false, std::memory_order_release);
             last_activity = steady_ns();
+            iteration_start = last_activity;
             continue;
         }
-        const int64_t now = steady_ns();
         int64_t due = kNever;
         bool took = false;
+        const uint64_t calls_before = scheduler_->stats().copy_calls + scheduler_->stats().write_calls;
         if (!failed_.load(std::memory_order_relaxed)) {
             try {
                 due = pass(now, took);
+                executor_->poll_stream_lag(steady_ns());
             } catch (const std::exception& error) {
                 std::lock_guard<std::mutex> lock(stats_mutex_);
                 failure_ = error.what();
@@ -284,12 +449,15 @@ void EmulatedNetwork::run() {
                              error.what());
             }
         }
+        const bool issued = scheduler_->stats().copy_calls + scheduler_->stats().write_calls != calls_before;
         const uint64_t number = pass_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
         const bool pending = scheduler_->has_pending();
-        if (took || pending || had_work) {
-            // Accounting for stats(), refreshed while there is work (and once after it).
-            std::lock_guard<std::mutex> lock(stats_mutex_);
-            stats_snapshot_ = scheduler_->stats();
+        iteration_bucket = took || issued ? &engine_.busy_ns : pending ? &engine_.waiting_ns : &engine_.idle_ns;
+        // Accounting for stats(): refreshed now and then while there is work, and once after it
+        // (before the pass that tells drain() the network is quiet).
+        if (((took || pending) && now - last_refresh >= kStatsRefreshNs) || (had_work && !took && !pending)) {
+            refresh_stats();
+            last_refresh = now;
         }
         had_work = took || pending;
         if (took) last_activity = now;
@@ -300,10 +468,23 @@ void EmulatedNetwork::run() {
         // latency cannot be slept) and polling slowly once it has been idle for a while.
         const int64_t after = steady_ns();
         if (due != kNever && due <= after) continue;
-        if (!pending && after - last_activity > kSpinAfterActivityNs)
-            std::this_thread::sleep_for(kIdlePoll);
-        else
+        last_activity = std::max(last_activity, expected_ns_.load());
+        if (!pending && after - last_activity > kSpinAfterActivityNs) {
+            std::unique_lock<std::mutex> lock(wake_mutex_);
+            sleeping_.store(true);
+            wake_.wait_for(lock, kIdlePoll, [&] { return expected_ns_.load() > last_activity; });
+            sleeping_.store(false);
+        } else {
             std::this_thread::yield();
+        }
+    }
+}
+
+void EmulatedNetwork::expect_traffic() {
+    expected_ns_.store(steady_ns());
+    if (sleeping_.load()) {
+        std::lock_guard<std::mutex> lock(wake_mutex_);
+        wake_.notify_one();
     }
 }
 
@@ -411,6 +592,7 @@ NetworkStats EmulatedNetwork::stats() const {
     out.flushes = stats_snapshot_.flushes;
     out.bytes_withheld = stats_snapshot_.bytes_withheld;
     out.invalid_requests = stats_snapshot_.invalid_requests;
+    out.engine = engine_snapshot_;
     return out;
 }
 

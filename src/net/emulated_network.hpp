@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,6 +62,7 @@ class EmulatedNetwork final : public Network {
     void shutdown() override;
     NetworkStats stats() const override;
     std::string failure() const override;
+    void expect_traffic() override;
 
     // Descriptors per context ring.
     static constexpr uint32_t kRingSlots = 8192;
@@ -73,6 +75,8 @@ class EmulatedNetwork final : public Network {
     // (kNever: none pending), and whether it took descriptors.
     int64_t pass(int64_t now_ns, bool& took);
     void report_refused(int32_t context, const device::NetDescriptor& request, const std::string& problem);
+    // Copies the scheduler's accounting and the engine's statistics for stats().
+    void refresh_stats();
     void pause();
     void unpause();
 
@@ -98,9 +102,25 @@ class EmulatedNetwork final : public Network {
     std::atomic<uint64_t> pass_count_{0};
     std::atomic<uint64_t> quiet_pass_{0};  // the latest pass that found nothing to do and the stream idle
     std::atomic<bool> failed_{false};
+    // expect_traffic(): when an op last announced itself, and the engine's idle wait it may cut short.
+    std::atomic<int64_t> expected_ns_{0};
+    std::atomic<bool> sleeping_{false};
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
+
+    // The engine thread's own statistics (NetworkEngineStats), kept by that thread.
+    struct EngineCounters {
+        uint64_t passes = 0, requests = 0, full_takes = 0;
+        uint64_t busy_ns = 0, waiting_ns = 0, idle_ns = 0;
+        uint64_t ring_lag_samples = 0;
+        int64_t ring_lag_reference = 0;  // the first raw lag: the others are kept relative to it
+        int64_t ring_lag_sum = 0, ring_lag_min = INT64_MAX, ring_lag_max = INT64_MIN;
+    };
+    EngineCounters engine_;
 
     mutable std::mutex stats_mutex_;
     SchedulerStats stats_snapshot_;
+    NetworkEngineStats engine_snapshot_;
     std::string failure_;  // under stats_mutex_
     bool reported_refusal_ = false;
     bool shut_down_ = false;

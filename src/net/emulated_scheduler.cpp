@@ -13,6 +13,23 @@ using device::kNetNone;
 using device::kNetNumCounters;
 using device::kNetNumSignals;
 
+void Executor::write(const Word* words, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+        const Word& word = words[i];
+        switch (word.kind) {
+            case Word::kSignal:
+                write_signal(word.rank, word.context, word.id, word.value);
+                break;
+            case Word::kCounter:
+                write_counter(word.context, word.id, word.value);
+                break;
+            case Word::kFlushDone:
+                write_flush_done(word.context, word.value);
+                break;
+        }
+    }
+}
+
 Scheduler::Scheduler(const SchedulerConfig& config, Executor& executor)
     : config_(config), executor_(executor), random_(config.seed * 0x9e3779b97f4a7c15ull + uint64_t(config.rank)) {
     const int32_t num_ranks = config_.num_nodes * config_.ranks_per_node;
@@ -29,6 +46,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, Executor& executor)
     counter_values_.assign(kNetNumCounters, 0);
     counter_context_.assign(kNetNumCounters, -1);
     flush_reported_.assign(size_t(config_.num_contexts), 0);
+    signal_word_.assign(size_t(config_.num_nodes) * kNetNumSignals, 0);
+    counter_word_.assign(kNetNumCounters, 0);
+    flush_word_.assign(size_t(config_.num_contexts), 0);
     stats_.bytes_requested.assign(size_t(num_ranks), 0);
     stats_.bytes_delivered.assign(size_t(num_ranks), 0);
     stats_.puts.assign(size_t(num_ranks), 0);
@@ -97,20 +117,28 @@ std::string Scheduler::accept(int32_t context_index, uint64_t position, const de
     request.signal_value = d.signal_value;
     request.counter_id = d.counter_id;
     const int32_t dst_rank = d.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
+    ++stats_.requests;
     if (d.kind == device::kNetRequestPut) {
         ++stats_.puts[dst_rank];
         stats_.bytes_requested[dst_rank] += bytes;
     }
-    context.lanes[d.peer_node].waiting.push_back(request);
+    Lane& lane = context.lanes[d.peer_node];
+    lane.waiting.push_back(request);
+    lane.waiting_bytes += bytes;
+    lane.last_seen_ns = now_ns;
     return {};
 }
 
 bool Scheduler::wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_t& next_due) {
     if (config_.bytes_per_ns <= 0) return true;
     if (batch.next_chunk_wire_end < 0) {
-        // The wire takes this chunk after the ones reserved before it (or now, if it is idle).
-        wire_free_ns_ = std::max(wire_free_ns_, double(now_ns)) + double(bytes) / config_.bytes_per_ns;
+        // The wire takes this chunk after the ones reserved before it, or from when its batch
+        // became due if it was idle then: never from when the engine got here, so an engine that
+        // is late loses no wire time (it issues what is overdue at once).
+        const double wire = double(bytes) / config_.bytes_per_ns;
+        wire_free_ns_ = std::max(wire_free_ns_, double(batch.ready_ns)) + wire;
         batch.next_chunk_wire_end = wire_free_ns_;
+        stats_.wire_ns += wire;
     }
     if (batch.next_chunk_wire_end <= double(now_ns + config_.issue_horizon_ns)) return true;
     // Wake when its slot ends: the chunks whose slots end within the horizon after it go along.
@@ -118,123 +146,238 @@ bool Scheduler::wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_
     return false;
 }
 
+int64_t Scheduler::wire_busy_until(int64_t now_ns) const {
+    // The wire is free for a new batch once what it carries ends within the issue horizon.
+    if (config_.bytes_per_ns <= 0 || config_.withhold) return now_ns;
+    const int64_t free_at = int64_t(std::ceil(wire_free_ns_)) - config_.issue_horizon_ns;
+    return std::max(free_at, now_ns);
+}
+
 void Scheduler::form_batch(ContextState& context, Lane& lane, int64_t now_ns, int64_t& next_due) {
     if (lane.waiting.empty()) return;
-    // The due prefix, up to and including the first signal: a signal closes its batch.
-    size_t count = 0;
-    bool closed = false;
-    while (count < lane.waiting.size() && lane.waiting[count].ready_ns <= now_ns) {
-        const bool signals = lane.waiting[count].signal_id != kNetNone;
-        ++count;
-        if (signals) {
-            closed = true;
-            break;
-        }
+    const Request& front = lane.waiting.front();
+    if (front.ready_ns > now_ns) {
+        next_due = std::min(next_due, front.ready_ns);
+        return;
     }
-    if (count < lane.waiting.size() && !closed) next_due = std::min(next_due, lane.waiting[count].ready_ns);
-    if (count == 0) return;
-    if (adversarial(kNetworkLateSourceReads) && !closed) {
-        // Hold unsignalled puts until something forces them: an idle network lets everything go,
-        // a flush the positions before it.
-        const int64_t release_at = last_request_ns_ + config_.hold_idle_ns;
-        if (now_ns < release_at) {
-            size_t forced = 0;
-            while (forced < count && lane.waiting[forced].position < context.force_below) ++forced;
-            if (forced == 0) {
+    // Coalescing: while requests keep coming, wait for a full batch or the oldest's deadline (a
+    // flush waiting on the lane does not wait).
+    const int64_t deadline = front.ready_ns + config_.coalesce_ns;
+    const int64_t quiet_at = lane.last_seen_ns + config_.quiet_ns;
+    if (lane.waiting_bytes < config_.batch_bytes && now_ns < deadline && now_ns < quiet_at &&
+        front.position >= context.force_below) {
+        next_due = std::min(next_due, std::min(deadline, quiet_at));
+        ++stats_.coalesce_waits;
+        return;
+    }
+    const bool late_reads = adversarial(kNetworkLateSourceReads);
+    // The due prefix, signals and all, as long as its payload fits `batch_bytes` (at least one
+    // request; late reads: up to a signal, which may lie past that).
+    constexpr size_t kNone = SIZE_MAX;
+    size_t count = 0, last_signal = kNone;
+    uint64_t bytes = 0;
+    while (count < lane.waiting.size() && lane.waiting[count].ready_ns <= now_ns) {
+        if (count > 0 && bytes + lane.waiting[count].bytes > config_.batch_bytes &&
+            (!late_reads || last_signal != kNone))
+            break;
+        bytes += lane.waiting[count].bytes;
+        if (lane.waiting[count].signal_id != kNetNone) last_signal = count;
+        ++count;
+    }
+    if (count < lane.waiting.size() && lane.waiting[count].ready_ns > now_ns)
+        next_due = std::min(next_due, lane.waiting[count].ready_ns);
+    if (late_reads) {
+        if (last_signal != kNone) {
+            count = last_signal + 1;  // the puts after the last signal wait for a later one
+        } else {
+            // Hold unsignalled puts until something forces them: an idle network lets everything
+            // go, a flush the positions before it.
+            const int64_t release_at = last_request_ns_ + config_.hold_idle_ns;
+            if (now_ns < release_at) {
+                size_t forced = 0;
+                while (forced < count && lane.waiting[forced].position < context.force_below) ++forced;
                 next_due = std::min(next_due, release_at);
-                return;
+                if (forced == 0) return;
+                count = forced;
             }
-            count = forced;
-            next_due = std::min(next_due, release_at);
         }
     }
 
     Batch& batch = lane.batch;
-    batch = Batch{};
+    batch.reset();
     batch.active = true;
     batch.first_position = lane.waiting.front().position;
+    ++stats_.batches;
     const int32_t dst_rank = lane.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
-    std::vector<Executor::Copy> puts;
+    puts_.clear();
+    uint64_t taken_bytes = 0;
     for (size_t i = 0; i < count; ++i) {
         const Request& request = lane.waiting[i];
-        if (request.bytes > 0) puts.push_back({dst_rank, request.dst_offset, request.src_offset, request.bytes});
-        if (request.counter_id != kNetNone) {
-            auto found = std::find_if(batch.counter_adds.begin(), batch.counter_adds.end(),
-                                      [&](const auto& add) { return add.first == request.counter_id; });
-            if (found == batch.counter_adds.end())
-                batch.counter_adds.push_back({request.counter_id, 1});
-            else
-                ++found->second;
+        taken_bytes += request.bytes;
+        batch.ready_ns = std::max(batch.ready_ns, request.ready_ns);
+        if (request.bytes > 0)
+            puts_.push_back({{dst_rank, request.dst_offset, request.src_offset, request.bytes}, uint32_t(i)});
+    }
+
+    // Copies: shuffled (reorder mode) or sorted by source and coalesced; each put remembers its copy.
+    merged_.clear();
+    merged_of_put_.assign(count, kNone);
+    if (adversarial(kNetworkReorderPuts)) {
+        std::shuffle(puts_.begin(), puts_.end(), random_);
+        for (const Put& put : puts_) {
+            merged_of_put_[put.request] = merged_.size();
+            merged_.push_back(put.copy);
         }
-        if (request.signal_id != kNetNone) {  // only the last request of a batch carries one
-            batch.has_signal = true;
-            batch.signal_id = request.signal_id;
-            batch.signal_add = request.signal_value;
+    } else if (!puts_.empty()) {
+        std::sort(puts_.begin(), puts_.end(), [](const Put& a, const Put& b) {
+            return a.copy.src_offset != b.copy.src_offset ? a.copy.src_offset < b.copy.src_offset
+                                                          : a.request < b.request;
+        });
+        for (const Put& put : puts_) {
+            if (!merged_.empty()) {
+                Executor::Copy& last = merged_.back();
+                if (put.copy.src_offset == last.src_offset + last.bytes &&
+                    put.copy.dst_offset == last.dst_offset + last.bytes) {
+                    last.bytes += put.copy.bytes;
+                    merged_of_put_[put.request] = merged_.size() - 1;
+                    continue;
+                }
+            }
+            merged_of_put_[put.request] = merged_.size();
+            merged_.push_back(put.copy);
         }
     }
+    first_chunk_.clear();
+    for (const Executor::Copy& copy : merged_) {
+        first_chunk_.push_back(batch.chunks.size());
+        for (uint64_t done = 0; done < copy.bytes; done += config_.chunk_bytes) {
+            const uint64_t size = std::min<uint64_t>(config_.chunk_bytes, copy.bytes - done);
+            batch.chunks.push_back({copy.dst_rank, copy.dst_offset + done, copy.src_offset + done, size});
+        }
+    }
+
+    // What each completion needs: a counter the chunks holding its put (its source read); a signal
+    // those of its own put and of every earlier request of the batch (earlier batches of the lane
+    // were issued before this one).
+    size_t prefix_need = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const Request& request = lane.waiting[i];
+        size_t need = 0;
+        if (request.bytes > 0) {
+            const size_t m = merged_of_put_[i];
+            const uint64_t last_byte = request.src_offset + request.bytes - 1 - merged_[m].src_offset;
+            need = first_chunk_[m] + size_t(last_byte / config_.chunk_bytes) + 1;
+        }
+        prefix_need = std::max(prefix_need, need);
+        if (request.counter_id != kNetNone) batch.completions.push_back({need, false, request.counter_id, 1});
+        if (request.signal_id != kNetNone)
+            batch.completions.push_back({prefix_need, true, request.signal_id, request.signal_value});
+    }
+    // Signals come in need order already (a prefix maximum); counters may not.
+    if (!std::is_sorted(batch.completions.begin(), batch.completions.end(),
+                        [](const Completion& a, const Completion& b) { return a.need < b.need; }))
+        std::stable_sort(batch.completions.begin(), batch.completions.end(),
+                         [](const Completion& a, const Completion& b) { return a.need < b.need; });
+    lane.waiting_bytes -= taken_bytes;
     lane.waiting.erase(lane.waiting.begin(), lane.waiting.begin() + std::ptrdiff_t(count));
 
-    if (adversarial(kNetworkReorderPuts)) {
-        std::shuffle(puts.begin(), puts.end(), random_);
-    } else if (!puts.empty()) {
-        std::stable_sort(puts.begin(), puts.end(),
-                         [](const Executor::Copy& a, const Executor::Copy& b) { return a.src_offset < b.src_offset; });
-        std::vector<Executor::Copy> merged{puts.front()};
-        for (size_t i = 1; i < puts.size(); ++i) {
-            Executor::Copy& last = merged.back();
-            if (puts[i].src_offset == last.src_offset + last.bytes && puts[i].dst_offset == last.dst_offset + last.bytes)
-                last.bytes += puts[i].bytes;
-            else
-                merged.push_back(puts[i]);
-        }
-        puts.swap(merged);
-    }
-    for (const Executor::Copy& put : puts)
-        for (uint64_t done = 0; done < put.bytes; done += config_.chunk_bytes) {
-            const uint64_t bytes = std::min<uint64_t>(config_.chunk_bytes, put.bytes - done);
-            batch.chunks.push_back({put.dst_rank, put.dst_offset + done, put.src_offset + done, bytes});
-        }
     if (adversarial(kNetworkContextsOutOfOrder) && config_.max_context_stall_ns > 0) {
         std::uniform_int_distribution<int64_t> stall(0, config_.max_context_stall_ns);
         context.stalled_until = now_ns + stall(random_);
     }
 }
 
+void Scheduler::queue_word(Executor::Word::Kind kind, int32_t rank, int32_t context, uint32_t id, uint64_t value) {
+    uint32_t* slot = nullptr;
+    switch (kind) {
+        case Executor::Word::kSignal:
+            slot = &signal_word_[size_t(rank / config_.ranks_per_node) * kNetNumSignals + id];
+            break;
+        case Executor::Word::kCounter:
+            slot = &counter_word_[id];
+            break;
+        case Executor::Word::kFlushDone:
+            slot = &flush_word_[size_t(context)];
+            break;
+    }
+    if (*slot != 0) {
+        call_words_[*slot - 1].value = value;  // a later value of the same word: one write
+        return;
+    }
+    call_words_.push_back({kind, rank, context, id, value});
+    *slot = uint32_t(call_words_.size());
+}
+
 bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_t& next_due) {
     Batch& batch = lane.batch;
-    // The chunks the bucket pays for now, in one executor call.
-    const size_t first = batch.next_chunk;
+    // The chunks the wire has carried by now (within the horizon) join this call's copies.
     while (batch.next_chunk < batch.chunks.size()) {
-        const uint64_t bytes = batch.chunks[batch.next_chunk].bytes;
-        if (!config_.withhold && !wire_allows(batch, bytes, now_ns, next_due)) break;
+        const Executor::Copy& chunk = batch.chunks[batch.next_chunk];
+        if (!config_.withhold && !wire_allows(batch, chunk.bytes, now_ns, next_due)) break;
+        if (config_.withhold) {
+            stats_.bytes_withheld += chunk.bytes;
+        } else {
+            call_copies_.push_back(chunk);
+            stats_.bytes_delivered[dst_rank] += chunk.bytes;
+            if (config_.bytes_per_ns > 0)
+                call_late_ns_ = std::max(call_late_ns_, double(now_ns) - batch.next_chunk_wire_end);
+            stats_.queued_ns += double(now_ns - batch.ready_ns);
+        }
         ++batch.next_chunk;
         batch.next_chunk_wire_end = -1;
     }
-    if (batch.next_chunk > first) {
-        uint64_t bytes = 0;
-        for (size_t i = first; i < batch.next_chunk; ++i) bytes += batch.chunks[i].bytes;
-        if (config_.withhold) {
-            stats_.bytes_withheld += bytes;
-        } else {
-            executor_.copy(batch.chunks.data() + first, batch.next_chunk - first);
-            stats_.copies += batch.next_chunk - first;
-            stats_.bytes_delivered[dst_rank] += bytes;
+    // Counters and signals whose chunks are now in the executor's queue (this call's copies go
+    // before its words).
+    while (batch.next_completion < batch.completions.size() &&
+           batch.completions[batch.next_completion].need <= batch.next_chunk) {
+        const Completion& done = batch.completions[batch.next_completion++];
+        if (!done.signal) {
+            counter_values_[done.id] += done.add;
+            queue_word(Executor::Word::kCounter, config_.rank, lane.context, done.id, counter_values_[done.id]);
+        } else if (!config_.withhold) {
+            uint64_t& value = signal_values_[size_t(lane.peer_node) * kNetNumSignals + done.id];
+            value += done.add;
+            queue_word(Executor::Word::kSignal, dst_rank, lane.context, done.id, value);
+            ++stats_.signals[dst_rank];
+            ++stats_.signal_adds;
         }
     }
     if (batch.next_chunk < batch.chunks.size()) return false;
-    // Everything copied (in the executor's queue before what follows): counters, then the signal.
-    for (const auto& [id, increments] : batch.counter_adds) {
-        counter_values_[id] += increments;
-        executor_.write_counter(lane.context, id, counter_values_[id]);
-    }
-    if (batch.has_signal && !config_.withhold) {
-        uint64_t& value = signal_values_[size_t(lane.peer_node) * kNetNumSignals + batch.signal_id];
-        value += batch.signal_add;
-        executor_.write_signal(dst_rank, lane.context, batch.signal_id, value);
-        ++stats_.signals[dst_rank];
-    }
-    batch = Batch{};
+    batch.reset();
     return true;
+}
+
+void Scheduler::flush_calls() {
+    if (!call_copies_.empty()) {
+        executor_.copy(call_copies_.data(), call_copies_.size());
+        stats_.copies += call_copies_.size();
+        ++stats_.copy_calls;
+        if (call_late_ns_ > 0) {
+            stats_.late_ns += call_late_ns_;
+            stats_.late_max_ns = std::max(stats_.late_max_ns, call_late_ns_);
+        }
+        call_copies_.clear();
+    }
+    call_late_ns_ = 0;
+    if (!call_words_.empty()) {
+        executor_.write(call_words_.data(), call_words_.size());
+        ++stats_.write_calls;
+        stats_.words += call_words_.size();
+        for (const Executor::Word& word : call_words_) {
+            switch (word.kind) {
+                case Executor::Word::kSignal:
+                    signal_word_[size_t(word.rank / config_.ranks_per_node) * kNetNumSignals + word.id] = 0;
+                    break;
+                case Executor::Word::kCounter:
+                    counter_word_[word.id] = 0;
+                    break;
+                case Executor::Word::kFlushDone:
+                    flush_word_[size_t(word.context)] = 0;
+                    break;
+            }
+        }
+        call_words_.clear();
+    }
 }
 
 uint64_t Scheduler::first_unissued(const ContextState& context) const {
@@ -257,7 +400,7 @@ void Scheduler::complete_flushes(int32_t context_index) {
     }
     if (reported > flush_reported_[context_index]) {
         flush_reported_[context_index] = reported;
-        executor_.write_flush_done(context_index, reported);
+        queue_word(Executor::Word::kFlushDone, config_.rank, context_index, 0, reported);
     }
 }
 
@@ -266,7 +409,8 @@ int64_t Scheduler::issue(int64_t now_ns) {
     const int32_t num_contexts = config_.num_contexts, num_nodes = config_.num_nodes;
     const bool reverse = adversarial(kNetworkContextsOutOfOrder);
     // Round robin over contexts and lanes, starting elsewhere on every call, one batch (or what
-    // the bucket pays of it) per lane and pass: no lane starves another when the wire is the limit.
+    // the wire has carried of it) per lane and sweep: no lane starves another when the wire is the
+    // limit. Everything this call issues goes in one copy call, then one write call.
     ++rotation_;
     bool progress = true, paced_out = false;
     while (progress && !paced_out) {
@@ -280,7 +424,14 @@ int64_t Scheduler::issue(int64_t now_ns) {
                     break;
                 }
                 Lane& lane = context.lanes[size_t((uint64_t(l) + rotation_) % uint64_t(num_nodes))];
-                if (!lane.batch.active) form_batch(context, lane, now_ns, next_due);
+                if (!lane.batch.active && !lane.waiting.empty()) {
+                    // A batch formed while the wire is busy could go no sooner, only smaller.
+                    if (wire_busy_until(now_ns) > now_ns) {
+                        next_due = std::min(next_due, wire_busy_until(now_ns));
+                        continue;
+                    }
+                    form_batch(context, lane, now_ns, next_due);
+                }
                 if (!lane.batch.active) continue;
                 const size_t before = lane.batch.next_chunk;
                 const int32_t dst_rank = lane.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
@@ -294,6 +445,7 @@ int64_t Scheduler::issue(int64_t now_ns) {
         }
     }
     for (int32_t index = 0; index < num_contexts; ++index) complete_flushes(index);
+    flush_calls();
     return next_due;
 }
 
@@ -310,7 +462,9 @@ void Scheduler::clear() {
     for (ContextState& context : contexts_) {
         for (Lane& lane : context.lanes) {
             lane.waiting.clear();
-            lane.batch = Batch{};
+            lane.waiting_bytes = 0;
+            lane.batch.reset();
+            lane.last_seen_ns = INT64_MIN / 2;
         }
         context.flushes.clear();
         context.force_below = 0;
@@ -321,6 +475,11 @@ void Scheduler::clear() {
     std::fill(counter_values_.begin(), counter_values_.end(), 0);
     std::fill(counter_context_.begin(), counter_context_.end(), -1);
     std::fill(flush_reported_.begin(), flush_reported_.end(), 0);
+    call_copies_.clear();
+    call_words_.clear();
+    std::fill(signal_word_.begin(), signal_word_.end(), 0);
+    std::fill(counter_word_.begin(), counter_word_.end(), 0);
+    std::fill(flush_word_.begin(), flush_word_.end(), 0);
     wire_free_ns_ = 0;
 }
 

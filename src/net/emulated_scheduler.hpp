@@ -1,25 +1,35 @@
 // The emulated network's scheduling logic, apart from CUDA: which request's bytes move when, in
 // which order, in how many copies, and what that costs on the wire. One Scheduler per rank; the
-// engine thread (emulated_engine.cpp) feeds it the descriptors it takes from the rank's rings and
+// engine thread (emulated_network.cpp) feeds it the descriptors it takes from the rank's rings and
 // lets it issue work to an Executor, which the engine implements with CUDA copies and stream
 // memory operations and the CPU tests with memcpy on host memory.
 //
 // What it guarantees (the contract of transport/net.cuh) and the freedoms it takes:
 //   - Work reaches the executor in an order the contract allows, and the executor runs it in that
 //     order (an in-order queue, like one CUDA stream). Per (context, peer node) the requests form a
-//     lane; a lane's requests are issued in batches, a batch ending at the first signal: the
-//     batch's copies, then its counters, then its signal. So a signal is written only after its
-//     own payload and every earlier put of the lane (strong signal), a counter only after its
-//     put's copy has run (its source read).
+//     lane; a lane's due requests are issued in batches of up to `batch_bytes` of payload, signals
+//     and all: a batch's puts are copied in chunks, and each counter and signal of the batch is
+//     written once the chunks it needs have been issued: a signal after the chunks holding its own
+//     payload and every earlier put of the lane (strong signal), a counter after its put's chunks
+//     (its source read). Batches of a lane go one after the other.
 //   - Inside a batch, puts are unordered: they are sorted by source offset and coalesced where
-//     source and destination are both contiguous (HT kernels put thousands of small records; a
-//     copy per record would be far too slow), then split into chunks for pacing.
-//   - Pacing: a wire clock at the rank's bandwidth cap. Each chunk takes the wire after the chunk
-//     before it for bytes / cap and is issued when that slot ends (a store-and-forward NIC: bytes
-//     delivered by time t never exceed cap x t), and no request is issued before its latency has
-//     passed since the engine saw it. When a chunk's slot ends, the chunks whose slots end within a
-//     short horizon after it go in the same executor call, so small uncoalesced puts do not cost a
-//     call each (they land at most that horizon early).
+//     source and destination are both contiguous, across the batch's signals (HT kernels put
+//     thousands of small records, each with a signal; a copy or a call per record would be far too
+//     slow), then split into chunks for pacing.
+//   - Coalescing: a lane forms its next batch only when the wire is about to be free (forming it
+//     earlier would only freeze a smaller batch: its chunks could not go sooner), and while
+//     requests keep coming to the lane, only once it holds batch_bytes or its oldest request has
+//     waited coalesce_ns (SchedulerConfig); a lone request is not held.
+//   - Pacing: a wire clock at the rank's bandwidth cap. Each chunk takes the wire for bytes / cap
+//     after the chunk before it, or from when its batch became due if the wire was idle then, and is
+//     issued when that slot ends (a store-and-forward NIC: bytes delivered by time t never exceed
+//     cap x t). The clock runs on the requests' due times, not on when the engine got round to them,
+//     so an engine late to a slot issues the chunks that are overdue together and the wire loses
+//     nothing. No request is issued before its latency has passed since the engine saw it.
+//   - One issue() makes at most one copy call (every chunk whose slot ends within a short horizon,
+//     from every lane) and then one write call (the counters, signals and flush reports that became
+//     due, each word once with its latest value): the executor's calls, not the requests, set the
+//     engine's cost.
 //   - A flush of a context is reported once every earlier request of the context was issued.
 //   - Adversarial modes (NetworkAdversary): reorder puts inside a batch (shuffled, not
 //     coalesced); hold puts until a later signal of their lane, a flush of their context, or an
@@ -50,10 +60,22 @@ class Executor {
         uint64_t src_offset;  // into this rank's window
         uint64_t bytes;
     };
+    // A word of device memory the engine sets: a signal of `rank`, a counter or a flush report of
+    // this rank. Absolute values: the engine of the issuing rank is the only writer of each word.
+    // Signals and counters belong to a context (transport/net.cuh, contract 6).
+    struct Word {
+        enum Kind : uint32_t { kSignal = 0, kCounter = 1, kFlushDone = 2 };
+        Kind kind;
+        int32_t rank;  // kSignal: the destination rank; otherwise this rank
+        int32_t context;
+        uint32_t id;  // signal or counter id (kFlushDone: unused)
+        uint64_t value;
+    };
     virtual ~Executor() = default;
     virtual void copy(const Copy* copies, size_t count) = 0;
-    // Absolute values: the engine of the issuing rank is the only writer of each of these words.
-    // Signals and counters belong to a context (transport/net.cuh, contract 6).
+    // The words, after everything earlier; among themselves in any order. The default makes one
+    // call below per word.
+    virtual void write(const Word* words, size_t count);
     virtual void write_signal(int32_t dst_rank, int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_counter(int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_flush_done(int32_t context, uint64_t value) = 0;
@@ -74,6 +96,15 @@ struct SchedulerConfig {
     int64_t max_context_stall_ns = 50'000;       // contexts out of order: longest stall between batches
     uint64_t chunk_bytes = uint64_t(1) << 20;  // the largest copy (22 us of wire at 46 GB/s)
     int64_t issue_horizon_ns = 4000;           // chunks whose wire slot ends this soon go now
+    // The payload a lane's batch takes before it closes (at most this much wire time delays a
+    // signal of the batch beyond its own payload when the batch's puts interleave).
+    uint64_t batch_bytes = uint64_t(1) << 20;
+    // Coalescing: while requests keep coming to a lane (one within quiet_ns), its next batch waits
+    // until it holds batch_bytes or its oldest request has been due for coalesce_ns, so records put
+    // one by one go as large copies (each copy costs the copy engines, whatever its size). A lone
+    // request (nothing after it for quiet_ns) goes as soon as it is due and the wire is free.
+    int64_t coalesce_ns = 10'000;
+    int64_t quiet_ns = 2'000;
 };
 
 // Byte accounting of one rank, cumulative.
@@ -86,6 +117,18 @@ struct SchedulerStats {
     uint64_t flushes = 0;
     uint64_t bytes_withheld = 0;
     uint64_t invalid_requests = 0;
+    // Where the work went (the engine's statistics; times on the scheduler's clock).
+    uint64_t requests = 0;       // requests accepted
+    uint64_t batches = 0;        // batches formed
+    uint64_t copy_calls = 0;     // executor copy() calls
+    uint64_t write_calls = 0;    // executor write() calls
+    uint64_t words = 0;          // words written (signals, counters, flush reports)
+    uint64_t signal_adds = 0;    // signal adds applied (several may share one word)
+    uint64_t coalesce_waits = 0;  // times a lane's due requests waited for more to coalesce
+    double wire_ns = 0;          // wire time reserved (bytes / cap)
+    double late_ns = 0;          // chunks issued after their slot ended (summed per copy call)
+    double late_max_ns = 0;      // the latest of them
+    double queued_ns = 0;        // per chunk, from its batch being due to its issue (summed)
 };
 
 class Scheduler {
@@ -123,21 +166,38 @@ class Scheduler {
         uint32_t counter_id;
     };
     // Work formed from the front of a lane, issued chunk by chunk, then counters and the signal.
+    // A counter increment or signal add of a batch, due once `need` of its chunks were issued.
+    struct Completion {
+        size_t need;
+        bool signal;
+        uint32_t id;
+        uint64_t add;
+    };
     struct Batch {
         std::vector<Executor::Copy> chunks;
         size_t next_chunk = 0;
         double next_chunk_wire_end = -1;  // the head chunk's reserved wire slot end (ns), -1: none
-        std::vector<std::pair<uint32_t, uint64_t>> counter_adds;  // (id, increments)
-        bool has_signal = false;
-        uint32_t signal_id = 0;
-        uint64_t signal_add = 0;
+        std::vector<Completion> completions;  // by need
+        size_t next_completion = 0;
+        int64_t ready_ns = 0;  // when its last request became due
         uint64_t first_position = 0;
         bool active = false;
+        void reset() {
+            chunks.clear();
+            completions.clear();
+            next_chunk = next_completion = 0;
+            next_chunk_wire_end = -1;
+            ready_ns = 0;
+            first_position = 0;
+            active = false;
+        }
     };
     struct Lane {  // one (context, peer node)
         int32_t context = 0;
         int32_t peer_node = 0;
+        int64_t last_seen_ns = INT64_MIN / 2;  // when its latest request was accepted
         std::deque<Request> waiting;
+        uint64_t waiting_bytes = 0;  // their payload
         Batch batch;
     };
     struct ContextState {
@@ -148,12 +208,19 @@ class Scheduler {
     };
 
     bool adversarial(uint32_t bit) const { return (config_.adversarial & bit) != 0; }
+    // When the wire can take a new batch (now_ns if it can now).
+    int64_t wire_busy_until(int64_t now_ns) const;
     // Forms the lane's next batch if its front is due; else lowers `next_due` to when it will be.
     void form_batch(ContextState& context, Lane& lane, int64_t now_ns, int64_t& next_due);
-    // Issues the active batch as far as pacing allows; true when it is done.
+    // Takes the active batch's chunks as far as pacing allows into this call's copies, and its
+    // completions those chunks make due into this call's words; true when the batch is done.
     bool issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_t& next_due);
     void complete_flushes(int32_t context_index);
     uint64_t first_unissued(const ContextState& context) const;
+    // Queues a word for this call's write, replacing an earlier value of the same word.
+    void queue_word(Executor::Word::Kind kind, int32_t rank, int32_t context, uint32_t id, uint64_t value);
+    // Hands this call's copies, then its words, to the executor.
+    void flush_calls();
 
     // Reserves the head chunk's wire slot if it has none; whether it may be issued at `now_ns`.
     bool wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_t& next_due);
@@ -166,6 +233,22 @@ class Scheduler {
     std::vector<uint64_t> counter_values_;   // [kNetNumCounters]
     std::vector<int32_t> counter_context_;   // [kNetNumCounters]
     std::vector<uint64_t> flush_reported_;  // [context]
+    // This issue()'s executor calls: the copies, then the words (with where each word sits, per
+    // signal, counter and flush report, so a later value replaces an earlier one).
+    std::vector<Executor::Copy> call_copies_;
+    std::vector<Executor::Word> call_words_;
+    std::vector<uint32_t> signal_word_;   // [node][kNetNumSignals]: index + 1 in call_words_, 0: none
+    std::vector<uint32_t> counter_word_;  // [kNetNumCounters]
+    std::vector<uint32_t> flush_word_;    // [context]
+    double call_late_ns_ = 0;             // the most overdue chunk of this call
+    // Scratch of form_batch (kept to avoid allocating per batch).
+    struct Put {
+        Executor::Copy copy;
+        uint32_t request;  // index in the batch
+    };
+    std::vector<Put> puts_;
+    std::vector<Executor::Copy> merged_;
+    std::vector<size_t> merged_of_put_, first_chunk_, need_of_request_;
     double wire_free_ns_ = 0;  // when the wire has carried every chunk reserved so far
     int64_t last_request_ns_ = 0;
     uint64_t rotation_ = 0;

@@ -3,6 +3,7 @@
 #include "net/network.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "util/cuda_check.hpp"
@@ -17,6 +18,32 @@ std::vector<uint64_t> NetworkStats::bytes_to_node() const {
     for (size_t rank = 0; rank < bytes_to_rank.size(); ++rank)
         out[rank / static_cast<size_t>(ranks_per_node)] += bytes_to_rank[rank];
     return out;
+}
+
+std::string NetworkEngineStats::summary() const {
+    auto per = [](double total, double count) { return count > 0 ? total / count : 0.0; };
+    const double loop = double(busy_ns + waiting_ns + idle_ns);
+    char line[1024];
+    std::snprintf(line, sizeof(line),
+                  "engine: %llu passes (busy %.0f%%, waiting %.0f%%, idle %.0f%% of %.2f ms); %llu requests in %llu "
+                  "batches (%llu coalescing waits, %llu full ring takes); copy calls %llu: %.1f us, %.1f copies, "
+                  "%.0f KB each (%.0f KB a copy); write calls %llu: %.1f us, %.1f words each (%llu signal adds); "
+                  "wire %.2f ms; issue late %.1f us per call, %.1f us at most; queued %.1f us per chunk; "
+                  "ring lag +%.1f us, +%.1f us at most (%llu); stream lag %.1f us, %.1f us at most (%llu)",
+                  (unsigned long long)passes, 100 * per(double(busy_ns), loop), 100 * per(double(waiting_ns), loop),
+                  100 * per(double(idle_ns), loop), loop / 1e6, (unsigned long long)requests,
+                  (unsigned long long)batches, (unsigned long long)coalesce_waits, (unsigned long long)full_takes,
+                  (unsigned long long)copy_calls, per(double(copy_call_ns), double(copy_calls)) / 1e3,
+                  per(double(copies), double(copy_calls)), per(double(copy_bytes), double(copy_calls)) / 1e3,
+                  per(double(copy_bytes), double(copies)) / 1e3, (unsigned long long)write_calls,
+                  per(double(write_call_ns), double(write_calls)) / 1e3, per(double(words), double(write_calls)),
+                  (unsigned long long)signal_adds, double(wire_ns) / 1e6,
+                  per(double(late_ns), double(copy_calls)) / 1e3, double(late_max_ns) / 1e3,
+                  per(double(queued_ns), double(copies)) / 1e3, per(double(ring_lag_ns), double(ring_lag_samples)) / 1e3,
+                  double(ring_lag_max_ns) / 1e3, (unsigned long long)ring_lag_samples,
+                  per(double(stream_lag_ns), double(stream_lag_samples)) / 1e3, double(stream_lag_max_ns) / 1e3,
+                  (unsigned long long)stream_lag_samples);
+    return line;
 }
 
 std::vector<uint64_t> bytes_by_node_pair(const std::vector<NetworkStats>& all_ranks) {

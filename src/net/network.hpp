@@ -56,6 +56,11 @@ class Network {
     // barrier frees the memory.
     virtual void shutdown() = 0;
 
+    // An op that may use the network is about to launch: a backend that polls for requests (the
+    // emulated network's engine, which polls slowly after a quiet while) gets ready for them.
+    // Cheap; called on every op's launch path.
+    virtual void expect_traffic() {}
+
     virtual NetworkStats stats() const = 0;
     // Why the network stopped delivering on this rank (empty while it works).
     virtual std::string failure() const { return {}; }

@@ -13,7 +13,14 @@
 namespace switchyard {
 namespace {
 
-constexpr unsigned kCheckThreads = 64;  // warp 0 sends, warp 1 receives
+constexpr unsigned kCheckThreads = 64;  // warp 0 sends, warp 1 receives (kChannels: a warp a channel, then one)
+
+// Puts a round to each peer as the source and receive regions lay them out.
+uint64_t puts_per_round(const NetworkCheck& check) {
+    return check.pattern == NetworkCheck::Pattern::kChannels
+               ? uint64_t(check.channels) * uint64_t(check.puts_per_round)
+               : uint64_t(check.puts_per_round);
+}
 
 template <class Backend>
 device::NetCheckArgs<Backend> make_args(const NetworkCheck& check, const typename Backend::Context& net,
@@ -27,7 +34,10 @@ device::NetCheckArgs<Backend> make_args(const NetworkCheck& check, const typenam
     const uint64_t nodes = uint64_t(net.num_nodes);
     args.src_offset = data_offset;
     // Source region [nodes][puts_per_round][put_bytes] (reuse: one slot per node), then the receive region.
-    const uint64_t source_slots = check.pattern == NetworkCheck::Pattern::kStream ? uint64_t(check.puts_per_round) : 1;
+    const uint64_t source_slots = check.pattern == NetworkCheck::Pattern::kStream ||
+                                          check.pattern == NetworkCheck::Pattern::kChannels
+                                      ? puts_per_round(check)
+                                      : 1;
     args.dst_offset = data_offset + nodes * source_slots * check.put_bytes;
     args.put_bytes = check.put_bytes;
     std::copy(std::begin(state.signal_base), std::end(state.signal_base), args.signal_base);
@@ -40,6 +50,8 @@ device::NetCheckArgs<Backend> make_args(const NetworkCheck& check, const typenam
     args.num_contexts = check.num_contexts;
     args.use_flush = check.use_flush;
     args.check_every_signal = check.check_every_signal;
+    args.lane_parallel = check.lane_parallel;
+    args.channels = check.channels;
     args.seed = check.seed;
     return args;
 }
@@ -63,6 +75,12 @@ void advance_bases(const NetworkCheck& check, net::Network::CheckState& state) {
         case NetworkCheck::Pattern::kPingPong:
             state.ping_base += uint64_t(check.rounds);
             break;
+        case NetworkCheck::Pattern::kChannels:
+            for (int32_t c = 0; c < contexts; ++c)
+                state.signal_base[c] += uint64_t(check.rounds) *
+                                        device::net_check_channel_signals_on(check.channels, check.puts_per_round,
+                                                                             check.puts_per_signal, contexts, c);
+            break;
     }
 }
 
@@ -70,7 +88,8 @@ void advance_bases(const NetworkCheck& check, net::Network::CheckState& state) {
 uint64_t check_bytes(const NetworkCheck& check, int32_t nodes) {
     switch (check.pattern) {
         case NetworkCheck::Pattern::kStream:
-            return 2 * uint64_t(nodes) * uint64_t(check.puts_per_round) * check.put_bytes;
+        case NetworkCheck::Pattern::kChannels:
+            return 2 * uint64_t(nodes) * puts_per_round(check) * check.put_bytes;
         case NetworkCheck::Pattern::kReuse:
             return uint64_t(nodes) * (1 + uint64_t(check.rounds)) * check.put_bytes;
         case NetworkCheck::Pattern::kPingPong:
@@ -82,7 +101,10 @@ uint64_t check_bytes(const NetworkCheck& check, int32_t nodes) {
 void validate(const NetworkCheck& check, int32_t nodes, int32_t contexts, uint64_t available) {
     auto fail = [](const std::string& what) { throw InvalidArgument("switchyard: check_network: " + what); };
     const int pattern = static_cast<int>(check.pattern);
-    if (pattern < 0 || pattern > 2) fail("unknown pattern " + std::to_string(pattern));
+    if (pattern < 0 || pattern > 3) fail("unknown pattern " + std::to_string(pattern));
+    if (check.pattern == NetworkCheck::Pattern::kChannels &&
+        (check.channels < 1 || check.channels > device::kNetCheckMaxChannels))
+        fail("channels must be in [1, " + std::to_string(device::kNetCheckMaxChannels) + "]");
     if (check.rounds < 1 || check.rounds > 65534) fail("rounds must be in [1, 65534]");
     if (check.puts_per_round < 1) fail("puts_per_round must be >= 1");
     if (check.puts_per_signal < 0) fail("puts_per_signal must be >= 0 (0: one signal per round)");
@@ -138,7 +160,8 @@ NetworkCheckResult Buffer::check_network(const NetworkCheck& check, cudaStream_t
     std::memcpy(state.results_host, initial, sizeof(initial));
     const launch::LaunchContext context = impl.context(stream);
     jit::LaunchConfig config;
-    config.block[0] = kCheckThreads;
+    config.block[0] = check.pattern == NetworkCheck::Pattern::kChannels ? 32u * unsigned(check.channels + 1)
+                                                                          : kCheckThreads;
     config.stream = context.stream;
     const OpEvent done = impl.run_ordered(stream, OpOrder{}, [&] {
         SY_CUDA_CHECK(cudaMemcpyAsync(state.results_device, state.results_host, sizeof(initial),
@@ -170,6 +193,8 @@ NetworkCheckResult Buffer::check_network(const NetworkCheck& check, cudaStream_t
     result.receive_end_ns = words[device::kNetResultRecvEnd];
     result.round_trip_min_ns = words[device::kNetResultRttMin];
     result.round_trip_max_ns = words[device::kNetResultRttMax];
+    result.send_end_ns = words[device::kNetResultSendEnd];
+    result.posts = uint64_t(words[device::kNetResultPosts]);
     if (words[device::kNetResultFailed] != 0)
         throw Error("switchyard: check_network on rank " + std::to_string(impl.communicator->rank()) +
                     ": a request or wait failed without an error record");

@@ -102,6 +102,9 @@ SY_TEST(BenchCli, BadValuesGiveOneLineReasons) {
     SY_CHECK_REJECTS(({"ht", "--topk", "9", "--experts", "8"}), "exceeds --experts");
     SY_CHECK_REJECTS(({"ht", "--ranks", "1", "--gpus", "2"}), "fewer than --gpus");
     SY_CHECK_REJECTS(({"ll", "--ranks", "3"}), "not a multiple of --ranks");
+    SY_CHECK_REJECTS(({"ll", "--ranks", "6", "--experts", "24", "--nodes", "4"}), "not a multiple of --nodes");
+    SY_CHECK_REJECTS(({"ll", "--nodes", "0"}), "--nodes expects an integer");
+    SY_CHECK_EQ(*parse({"ll", "--nodes", "2", "--ranks", "4"}).nodes, 2);
     SY_CHECK_REJECTS(({"ht", "--caller-stream=yes"}), "takes no value");
     SY_CHECK_REJECTS(({"ht", "--seed", "-1"}), "--seed expects an integer");
 }
@@ -141,7 +144,7 @@ SY_TEST(BenchCli, HelpListsEverySubcommandAndOption) {
          {"cpu",       "baseline",        "ht",       "ll",       "help",
           "--out",     "--iters",         "--warmup", "--tokens", "--hidden",
           "--topk",    "--experts",       "--ranks",  "--gpus",   "--seed",
-          "--timeout", "--caller-stream", "--sweep",  "--dtypes", "SWITCHYARD_BENCH_NO_GATE"})
+          "--timeout", "--caller-stream", "--sweep",  "--dtypes", "--nodes",  "SWITCHYARD_BENCH_NO_GATE"})
         SY_CHECK_MSG(text.find(word) != std::string::npos, "help lacks " << word);
     for (const char* name : {"cpu", "baseline", "ht", "ll", "help"})
         SY_CHECK_MSG(text.find(std::string("\n  ") + name + " ") != std::string::npos,

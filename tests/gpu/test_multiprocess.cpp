@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
         int rank = 0, ranks = 0, gpus = 0;
         char key[128] = {};
         if (std::sscanf(value, "%d:%d:%d:%127s", &rank, &ranks, &gpus, key) != 4) return 2;
+        switchyard::testing::register_test_kernels();  // the child uses the tests' own kernels too
         return run_child(rank, ranks, gpus, key);
     }
     return switchyard::testing::run_all(argc, argv);

@@ -1,6 +1,7 @@
 // The emulated network on the GPU (ranks as threads on one GPU, emulated nodes 2x1, 2x2 and 4x1):
 // delivery and strong signals under every adversarial mode, counters and flush, byte accounting
-// against the bytes put, the bandwidth cap, the latency floor, and a withheld rank: its peers raise
+// against the bytes put, the bandwidth cap (large puts, and the HT shape: 7 KiB records with a
+// signal each from 16 warps), the latency floor, and a withheld rank: its peers raise
 // TimeoutError naming the network phase and the peer node within the timeout, nothing lands in
 // their receive regions, and reset() recovers. Everything goes through Buffer::check_network
 // (transport/net_check.cuh), which checks what arrives against the contract on the GPU.
@@ -137,35 +138,93 @@ SY_TEST(NetEmulated, StrongSignalsUnderAdversarialModes) {
     }
 }
 
+// What a bandwidth run shows besides its rate: how fast the senders posted (a kernel that posts
+// slower than the wire carries is the limit, not the network) and where the engine's time went.
+void print_run(int rank, const NetworkCheckResult& sender, const NetworkStats& stats) {
+    const double posting = double(sender.send_end_ns - sender.send_start_ns);
+    std::printf("    rank %d posted %llu requests in %.2f ms (%.0f ns a request, %.1f GB/s of payload)\n", rank,
+                (unsigned long long)sender.posts, posting / 1e6, sender.posts ? posting / double(sender.posts) : 0.0,
+                posting > 0 ? double(sender.bytes_sent) / posting : 0.0);
+    std::printf("    rank %d %s\n", rank, stats.engine.summary().c_str());
+}
+
+// Runs `check` on `shape` at `cap` GB/s; returns each rank's rate (its rail peer's bytes over the
+// time from that peer's first post to this rank's last signal), printing the rates, the posting
+// rates and the engines' statistics.
+std::vector<double> bandwidth_run(const Shape& shape, double cap, const NetworkCheck& check, const char* what) {
+    std::vector<NetworkCheckResult> results(size_t(shape.ranks()));
+    std::vector<NetworkStats> stats(size_t(shape.ranks()));
+    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+        BufferConfig config = network_config(shape.nodes);
+        config.network_bandwidth_gbps = cap;
+        Buffer buffer(env.communicator, env.device, config);
+        results[size_t(env.rank)] = buffer.check_network(check, env.stream);
+        check_clean(results[size_t(env.rank)], what);
+        buffer.synchronize();
+        stats[size_t(env.rank)] = buffer.network_stats();
+    });
+    std::vector<double> rates;
+    for (int rank = 0; rank < shape.ranks(); ++rank) {
+        const int peer_rank = (rank + shape.per_node) % shape.ranks();  // 2 nodes: the rail peer
+        const NetworkCheckResult& mine = results[size_t(rank)];
+        const NetworkCheckResult& peer = results[size_t(peer_rank)];
+        const double seconds = double(mine.receive_end_ns - peer.send_start_ns) / 1e9;
+        const double rate = double(peer.bytes_sent) / seconds / 1e9;
+        std::printf("  %s %s, cap %.0f GB/s: rank %d received %.1f MB in %.3f ms: %.2f GB/s (%.3f of the cap)\n",
+                    shape.name().c_str(), what, cap, rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
+        print_run(rank, mine, stats[size_t(rank)]);
+        rates.push_back(rate);
+    }
+    return rates;
+}
+
 SY_TEST(NetEmulated, BandwidthCap) {
     require_gpus(1);
-    // 2 x 1: each rank streams ~2.3 GB to the other at the default 46 GB/s cap (a ~50 ms run); the
-    // receiver's rate is the sender's bytes over (its last signal - the sender's start).
+    // 2 x 1: each rank streams ~2.3 GB to the other at the default 46 GB/s cap (a ~50 ms run): 64 KiB
+    // puts, a signal every 16, two contexts, the sender's lanes posting a group at once.
     for (double cap : {46.0, 12.0}) {
-        std::vector<NetworkCheckResult> results(2);
-        run_ranks(2, 1, [&](RankEnv& env) {
-            BufferConfig config = network_config(2);
-            config.network_bandwidth_gbps = cap;
-            Buffer buffer(env.communicator, env.device, config);
-            NetworkCheck check;
-            check.puts_per_round = 64;
-            check.puts_per_signal = 16;
-            check.put_bytes = 64 << 10;
-            check.num_contexts = 2;
-            check.check_every_signal = false;
-            check.rounds = int32_t(cap * 1e9 * 0.05 / double(check.puts_per_round * check.put_bytes));
-            results[size_t(env.rank)] = buffer.check_network(check, env.stream);
-            check_clean(results[size_t(env.rank)], "bandwidth");
-        });
-        for (int rank = 0; rank < 2; ++rank) {
-            const NetworkCheckResult& mine = results[size_t(rank)];
-            const NetworkCheckResult& peer = results[size_t(1 - rank)];
-            const double seconds = double(mine.receive_end_ns - peer.send_start_ns) / 1e9;
-            const double rate = double(peer.bytes_sent) / seconds / 1e9;
-            std::printf("  cap %.0f GB/s: rank %d received %.1f MB in %.2f ms: %.2f GB/s (%.3f of the cap)\n", cap,
-                        rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
+        NetworkCheck check;
+        check.puts_per_round = 64;
+        check.puts_per_signal = 16;
+        check.put_bytes = 64 << 10;
+        check.num_contexts = 2;
+        check.check_every_signal = false;
+        check.rounds = int32_t(cap * 1e9 * 0.05 / double(check.puts_per_round * check.put_bytes));
+        for (double rate : bandwidth_run(kShapes[0], cap, check, "64 KiB puts")) {
             SY_CHECK(rate >= 0.9 * cap);
             SY_CHECK(rate <= 1.03 * cap);
+        }
+    }
+    // One thread posting every request (as the check did before): what that thread reaches, for
+    // the record (one post is a device atomic, the descriptor and a system-scope release).
+    NetworkCheck single;
+    single.puts_per_round = 64;
+    single.puts_per_signal = 16;
+    single.put_bytes = 64 << 10;
+    single.num_contexts = 2;
+    single.check_every_signal = false;
+    single.lane_parallel = false;
+    single.rounds = 100;
+    for (double rate : bandwidth_run(kShapes[0], 46.0, single, "one posting thread")) SY_CHECK(rate <= 1.03 * 46.0);
+}
+
+SY_TEST(NetEmulated, HtShapedRecordsReachTheCap) {
+    require_gpus(1);
+    // The HT dispatch's shape on 2 x 1 and 2 x 2 (co-located ranks, an engine each): every rank puts
+    // ~30 MB to its rail peer as 7 KiB records with a signal add each, from 16 sender warps (lane 0
+    // of each), each channel's records contiguous, channel c on context c % 4.
+    for (const Shape& shape : {kShapes[0], kShapes[1]}) {
+        NetworkCheck check;
+        check.pattern = NetworkCheck::Pattern::kChannels;
+        check.channels = 16;
+        check.puts_per_round = 66;  // records a channel, a round: 7.6 MB a round
+        check.puts_per_signal = 1;
+        check.put_bytes = 7168;
+        check.num_contexts = 4;
+        check.rounds = 4;
+        for (double rate : bandwidth_run(shape, 46.0, check, "7 KiB records")) {
+            SY_CHECK(rate >= 0.9 * 46.0);
+            SY_CHECK(rate <= 1.03 * 46.0);
         }
     }
 }

@@ -14,6 +14,11 @@
 //                         dispatch and combine areas are separate so a combine cannot overwrite a
 //                         dispatch that a slower peer is still reading (two ops in flight).
 //                         e.g. 128 tokens, hidden 7168, 256 experts, EP8, K=8: 56.3 MiB.
+//                         Across N nodes of G ranks the R record areas become G + 2 (N - 1)
+//                         (ll/ll_layout.cuh), and one forward area serves both sets:
+//                         (N - 1) * K * T_ll * combine_row (ll/net_layout.cuh). EP8 as 2 x 4:
+//                         63.6 MiB; 4 x 2: 98.7 MiB (the flat combine's rows through each
+//                         forwarder grow with the other nodes).
 //   LL zero-copy combine send area (BufferConfig::ll_zero_copy_combine): L * R * T_ll * H * 2
 #pragma once
 
@@ -34,6 +39,7 @@ struct BufferCapacity {
     bool high_throughput;
     bool low_latency;
     bool ll_zero_copy_combine;  // reserve the LL zero-copy combine send area
+    int32_t num_nodes;          // nodes the ranks span (0 or 1: one node)
 };
 
 struct BufferLayout {
@@ -44,6 +50,7 @@ struct BufferLayout {
     int64_t ht_combine_offset = 0, ht_combine_bytes = 0;
     int64_t ll_offset = 0, ll_set_bytes = 0;                  // two sets of ll_set_bytes each
     LlSetLayout ll_set{};                                     // inside each LL set
+    int64_t ll_forward_offset = 0, ll_forward_bytes = 0;      // across nodes: the combine's forward area
     int64_t ll_zero_copy_offset = 0, ll_zero_copy_bytes = 0;  // bf16 [L, R*T_ll, H_max] or none
     int64_t total_bytes = 0;
 
@@ -70,10 +77,18 @@ struct BufferLayout {
         if (capacity.low_latency) {
             const int32_t local_experts = int32_t(ceil_div(capacity.max_experts, capacity.num_ranks));
             layout.ll_set = LlSetLayout::make(capacity.num_ranks, capacity.ll_max_tokens_per_rank,
-                                              capacity.max_hidden, capacity.max_topk, local_experts);
+                                              capacity.max_hidden, capacity.max_topk, local_experts,
+                                              capacity.num_nodes);
             layout.ll_offset = offset;
             layout.ll_set_bytes = align_up(layout.ll_set.set_bytes, kRegionAlignment);
             offset += 2 * layout.ll_set_bytes;
+            if (layout.ll_set.num_nodes > 1) {
+                // [N - 1 other nodes][K][T_ll] combine rows (ll/net_layout.cuh, LlForwardArea).
+                layout.ll_forward_offset = offset;
+                layout.ll_forward_bytes = int64_t(layout.ll_set.num_nodes - 1) * capacity.max_topk *
+                                          capacity.ll_max_tokens_per_rank * layout.ll_set.max_combine_row_bytes;
+                offset = align_up(offset + layout.ll_forward_bytes, kRegionAlignment);
+            }
             if (capacity.ll_zero_copy_combine) {
                 layout.ll_zero_copy_offset = offset;
                 layout.ll_zero_copy_bytes = int64_t(local_experts) * capacity.num_ranks *

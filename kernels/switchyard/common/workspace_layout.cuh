@@ -34,7 +34,13 @@ enum Counter : int32_t {
     // Work items claimed so far in the running HT kernel: dispatch token chunks (claim_tokens),
     // combine chunks (publisher variant). The kernel's last block resets it.
     kCounterHtNextItem = 12,
-    // 13-15: unused (free for a new counter; the ones below keep their slots).
+    // LL across nodes (ll/net_layout.cuh): the blocks of the running dispatch / combine kernel
+    // that finished their network work (the last one issues the op's signals and resets it), and
+    // the combine's forward puts issued so far (monotone: a later combine waits for the forward
+    // counter to reach it before its node-mates may write the forward area again).
+    kCounterLlNetDispatchElect = 13,
+    kCounterLlNetCombineElect = 14,
+    kCounterLlNetForwardTally = 15,
     // Written by each LL kernel that sends, as it starts: its send sequence and the global timer
     // (per op kind), for the same diagnosis as the barrier's and the HT kernels'.
     kCounterLlDispatchRunning = 16,
@@ -55,7 +61,10 @@ enum Counter : int32_t {
     // and the blocks of its last kernel done (the last one copies the marks out and resets them).
     kCounterTraceFirst = 24,
     kCounterTraceBlocks = kCounterTraceFirst + kTraceMaxMarks,
-    kNumCounters = kCounterTraceBlocks + 1,
+    // LL across nodes: the latest combine send sequence for which this rank's forward area may be
+    // written (its earlier forward puts have read their sources). Node-mates read it (NVLink).
+    kCounterLlNetForwardReady = kCounterTraceBlocks + 1,
+    kNumCounters = kCounterLlNetForwardReady + 1,
 };
 
 // 64-bit words of the HT notify entry one source writes to each destination: {sequence,

@@ -37,7 +37,7 @@ struct HtDispatchShape {
                   "fp8 rows are passed through, never re-quantized");
 
     // The records as they land in the receive region; a stage holds payload and scales.
-    SY_HOST_DEVICE static RecordLayout record() {
+    SY_HOST_DEVICE static constexpr RecordLayout record() {
         return RecordLayout::dispatch(kHidden, kRecordPayload, kScaleKind, kTopk);
     }
 };
@@ -105,10 +105,11 @@ SY_DEVICE void quantize_token(const HtDispatchArgs& args, int token, uint8_t* st
 }
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
-// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here.
+// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here; `phase`
+// is the parity of the stage barrier's phase that load completes.
 template <typename Shape>
 SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
-                           uint32_t& phase, bool prefetched) {
+                           uint32_t phase, bool prefetched) {
     if constexpr (Shape::kQuantize) {
         quantize_token<Shape>(args, token, stage);
         return;
@@ -126,7 +127,6 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
     }
     while (!ptx::mbarrier_try_wait_parity(barrier, phase)) {
     }
-    phase ^= 1u;
     __syncwarp();
 }
 
@@ -155,6 +155,36 @@ SY_DEVICE TokenRoute load_route(const HtDispatchArgs& args, int token) {
     if (int(lane) < c.num_ranks)
         route.first_group_slot = args.token_rank_slot[int64_t(token) * c.num_ranks + lane];
     return route;
+}
+
+// Copies a staged token (payload and scales: the record up to its metadata) from `stage` to
+// `record` with the lanes' 16-byte stores, a lane's pieces 512 bytes apart. Each lane loads a batch
+// of its pieces from shared memory before it stores any: the stores are generic (any rank's
+// memory), so the compiler cannot move a shared-memory load above an earlier store, and a loop of
+// load-then-store pairs waits one shared-memory latency per 16 bytes. Up to 8 loads per batch, in
+// equal batches (7 x 4 for a 7168-channel bf16 row).
+template <typename Shape>
+SY_DEVICE void copy_staged(uint8_t* record, const uint8_t* stage) {
+    constexpr int kPieces = int(Shape::record().meta_offset / 16);
+    constexpr int kPerLane = int(ceil_div(kPieces, 32));
+    constexpr int kBatch = int(ceil_div(kPerLane, ceil_div(kPerLane, 8)));
+    constexpr bool kWhole = kPieces % (32 * kBatch) == 0;  // every lane's every batch is full
+    static_assert(Shape::record().meta_offset % 16 == 0, "records are copied in 16-byte pieces");
+    const int lane = int(ptx::lane_id());
+#pragma unroll 1
+    for (int first = 0; first < kPerLane; first += kBatch) {
+        uint4 piece[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            const int at = (first + i) * 32 + lane;
+            if (kWhole || at < kPieces) piece[i] = reinterpret_cast<const uint4*>(stage)[at];
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+            const int at = (first + i) * 32 + lane;
+            if (kWhole || at < kPieces) reinterpret_cast<uint4*>(record)[at] = piece[i];
+        }
+    }
 }
 
 // Sends one staged token to every destination rank it goes to, with its route (load_route; the
@@ -198,10 +228,7 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const TokenRout
                 meta[1] = ordinal;
                 if (bulk) ptx::bulk_store(record, stage, uint32_t(r.meta_offset));
             }
-            if (!bulk)
-                for (int64_t offset = int64_t(lane) * 16; offset < r.meta_offset; offset += 32 * 16)
-                    *reinterpret_cast<uint4*>(record + offset) =
-                        *reinterpret_cast<const uint4*>(stage + offset);
+            if (!bulk) copy_staged<Shape>(record, stage);
             ++ordinal;
         }
     }
@@ -250,7 +277,6 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
     WarpTokens tokens{args.common.num_tokens, total_warps, kClaimTokens,
                       ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
                                  (unsigned long long)kClaimTokens}};
-    uint32_t phases[2] = {0u, 0u};
     int token = tokens.begin(global_warp);
     TokenRoute route{};
     if (token >= 0) route = load_route<Shape>(args, token);
@@ -261,8 +287,10 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
             if (lane == 0) ptx::bulk_wait_read<1>();
             __syncwarp();
         }
+        // Each use of a stage completes one phase of its barrier, and the stages alternate. (Phases
+        // kept in an array indexed by the stage lived in local memory: a load and a store per token.)
         stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage],
-                           phases[stage], kPrefetch && index != 0);
+                           uint32_t(index >> 1) & 1u, kPrefetch && index != 0);
         const int next = tokens.after(token);
         if (kPrefetch && next >= 0) {
             const int next_stage = stage ^ 1;

@@ -21,11 +21,28 @@ namespace switchyard::device {
 
 namespace ll_combine_detail {
 
+// Where the rows of a home's token go, and how the sending blocks publish them. On one node, the
+// home's combine rows [k][t] in its own set, and arrivals at every rank; across nodes
+// (ll/net_combine_send.cuh) a home of another node's rows go to its forwarder on this node.
+struct LlHomesOnNode {
+    // The row of (home, slot k, token) to write, or null when nothing goes to that home (masked).
+    SY_DEVICE uint8_t* row(const LlCombineArgs& args, int32_t set, int32_t home, int32_t k, int32_t token,
+                           int64_t row_bytes, const uint32_t* shared_mask) const {
+        if (shared_mask[home]) return nullptr;
+        return args.buffer.set_layout.combine_row(args.buffer.set_base(args.buffer.peer_bases[home], set), k, token,
+                                                  row_bytes);
+    }
+    SY_DEVICE void arrive(const LlCombineArgs& args, uint64_t sequence, int32_t sending_blocks,
+                          const uint32_t* shared_mask) const {
+        ll_arrive(args.buffer, kLlCombine, sequence, sending_blocks, shared_mask);
+    }
+};
+
 // One row of y (row `row` of local expert `expert`, at element `y_offset` of y) back to its home
 // rank's slot [k][t].
-template <int kHidden>
-SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, int64_t y_offset, int slice,
-                        int32_t set, const uint32_t* shared_mask) {
+template <int kHidden, class Homes>
+SY_DEVICE void send_row(const LlCombineArgs& args, const Homes& homes, int32_t expert, int32_t row,
+                        int64_t y_offset, int slice, int32_t set, const uint32_t* shared_mask) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
@@ -37,9 +54,8 @@ SY_DEVICE void send_row(const LlCombineArgs& args, int32_t expert, int32_t row, 
     const int32_t k = packed & 31, source_token = packed >> 5;
     const int32_t source = source_token / buffer.set_layout.max_tokens;
     const int32_t token = source_token % buffer.set_layout.max_tokens;
-    if (shared_mask[source]) return;
-    uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[source], set), k, token,
-                                                LlSetLayout::combine_row_bytes(kHidden));
+    uint8_t* to = homes.row(args, set, source, k, token, LlSetLayout::combine_row_bytes(kHidden), shared_mask);
+    if (to == nullptr) return;
     ll_store_slice<kLlCombineStepsPerSlice, kRowBytes>(to, slice, lane, data);
 }
 
@@ -76,24 +92,24 @@ SY_DEVICE PartialRouting load_partial_routing(const LlCombineArgs& args, int32_t
 
 // Item `part` of a received token's partial: this rank's rows of the token, weighted and summed
 // over k ascending in fp32, rounded to bf16 once, stored in the home's slot [first k owned here][t].
-template <int kHidden, int kTopk, int kSteps, int kBatch, bool kContiguousY>
-SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& routing, int part, int32_t set,
-                            const uint32_t* shared_mask, const int32_t* y_starts) {
+template <int kHidden, int kTopk, int kSteps, int kBatch, bool kContiguousY, class Homes>
+SY_DEVICE void send_partial(const LlCombineArgs& args, const Homes& homes, const PartialRouting& routing, int part,
+                            int32_t set, const uint32_t* shared_mask, const int32_t* y_starts) {
     const LlBufferArgs& buffer = args.buffer;
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
-    if (shared_mask[routing.source]) return;  // the home is masked: it reads nothing
     const bool local = routing.packed >= 0;
     const uint32_t slots = __ballot_sync(0xffffffffu, local);
     if (slots == 0) return;
+    // The home's row (null: the home is masked, it reads nothing): the same in every lane.
+    uint8_t* to = homes.row(args, set, routing.source, __ffs(slots) - 1, routing.token,
+                            LlSetLayout::combine_row_bytes(kHidden), shared_mask);
+    if (to == nullptr) return;
     const uint8_t* row =
         static_cast<const uint8_t*>(args.y) +
         (local ? y_row_offset<kContiguousY>(args, int32_t(routing.packed / rows_per_expert),
                                             int32_t(routing.packed % rows_per_expert), y_starts) *
                      2
                : 0);
-    uint8_t* to = buffer.set_layout.combine_row(buffer.set_base(buffer.peer_bases[routing.source], set),
-                                                __ffs(slots) - 1, routing.token,
-                                                LlSetLayout::combine_row_bytes(kHidden));
     reduce_rows_to<kTopk, kSteps, kBatch>(to, row, routing.weight, local, __popc(slots & ptx::lanemask_lt()),
                                           reduce_item<kHidden, kSteps>(part));
 }
@@ -101,8 +117,9 @@ SY_DEVICE void send_partial(const LlCombineArgs& args, const PartialRouting& rou
 // The hierarchical send of this warp: items global_warp, + stride, ... of `items` (kSteps-step
 // items of every received record, in send order: peers from rank + 1 on, this rank's own last;
 // record_starts [R + 1] is that order's prefix). Each item's routing is loaded one item ahead.
-template <int kHidden, int kTopk, int kSteps, int kBatch, bool kContiguousY>
-SY_DEVICE void send_partials(const LlCombineArgs& args, const int32_t* record_starts, int64_t first,
+template <int kHidden, int kTopk, int kSteps, int kBatch, bool kContiguousY, class Homes>
+SY_DEVICE void send_partials(const LlCombineArgs& args, const Homes& homes, const int32_t* record_starts,
+                             int64_t first,
                              int64_t items, int64_t stride, int32_t set, const uint32_t* shared_mask,
                              const int32_t* y_starts) {
     const LlBufferArgs& buffer = args.buffer;
@@ -119,24 +136,25 @@ SY_DEVICE void send_partials(const LlCombineArgs& args, const int32_t* record_st
     for (int64_t item = first; item < items; item += stride) {
         PartialRouting next{};
         if (item + stride < items) next = routing_of(item + stride);
-        send_partial<kHidden, kTopk, kSteps, kBatch, kContiguousY>(args, routing, int(item % kItemsPerRecord),
-                                                                   set, shared_mask, y_starts);
+        send_partial<kHidden, kTopk, kSteps, kBatch, kContiguousY>(args, homes, routing,
+                                                                   int(item % kItemsPerRecord), set, shared_mask,
+                                                                   y_starts);
         routing = next;
     }
 }
 
 // Flat send: items first, + stride, ... of `items` (a slice of a valid row each, rows enumerated
 // over the experts by row_starts) back to their home ranks.
-template <int kHidden, bool kContiguousY>
-SY_DEVICE void send_rows(const LlCombineArgs& args, const LlCombineShared& shared, int64_t first,
-                         int64_t items, int64_t stride, int32_t set) {
+template <int kHidden, bool kContiguousY, class Homes>
+SY_DEVICE void send_rows(const LlCombineArgs& args, const Homes& homes, const LlCombineShared& shared,
+                         int64_t first, int64_t items, int64_t stride, int32_t set) {
     constexpr int kSlices = ll_combine_slices(kHidden);
     for (int64_t item = first; item < items; item += stride) {
         const int32_t row = int32_t(item / kSlices);
         // The expert whose rows hold `row`: the last e with row_starts[e] <= row.
         const int32_t expert = last_start_at_or_below(shared.row_starts, args.local_experts, row);
         const int32_t expert_row = row - shared.row_starts[expert];
-        send_row<kHidden>(args, expert, expert_row,
+        send_row<kHidden>(args, homes, expert, expert_row,
                           y_row_offset<kContiguousY>(args, expert, expert_row, shared.y_starts),
                           int(item % kSlices), set, shared.mask);
     }
@@ -238,9 +256,10 @@ SY_DEVICE void plan_sends(const LlCombineArgs& args, const LlCombineShared& shar
 // steps of a received token's partial per item: seven steps when four-step items would take the
 // grid more than one round, else one), then the first S blocks send them, S from the work, and
 // each raises this rank's arrival counter at every home rank, rows or not.
-template <int kNumWarps, int kSendItemsPerWarp, int kHidden, int kTopk, bool kHierarchical, bool kContiguousY>
+template <int kNumWarps, int kSendItemsPerWarp, int kHidden, int kTopk, bool kHierarchical, bool kContiguousY,
+          class Homes = LlHomesOnNode>
 SY_DEVICE void send_expert_outputs(const LlCombineArgs& args, const LlCombineShared& shared,
-                                   const SendPrefetch& prefetch, uint64_t sequence) {
+                                   const SendPrefetch& prefetch, uint64_t sequence, const Homes& homes = {}) {
     const LlBufferArgs& buffer = args.buffer;
     plan_sends<kHierarchical, kContiguousY>(args, shared, prefetch);
     if (threadIdx.x == 0) trace_mark(buffer.trace, kLlCombinePlanned);
@@ -262,15 +281,15 @@ SY_DEVICE void send_expert_outputs(const LlCombineArgs& args, const LlCombineSha
     if constexpr (kHierarchical) {
         if (wide_partials)
             send_partials<kHidden, kTopk, kLlWideSendSteps, kLlWideSendBatch, kContiguousY>(
-                args, shared.record_starts, first, items, stride, set, shared.mask, shared.y_starts);
+                args, homes, shared.record_starts, first, items, stride, set, shared.mask, shared.y_starts);
         else
-            send_partials<kHidden, kTopk, 1, 8, kContiguousY>(args, shared.record_starts, first, items,
+            send_partials<kHidden, kTopk, 1, 8, kContiguousY>(args, homes, shared.record_starts, first, items,
                                                               stride, set, shared.mask, shared.y_starts);
     } else {
-        send_rows<kHidden, kContiguousY>(args, shared, first, items, stride, set);
+        send_rows<kHidden, kContiguousY>(args, homes, shared, first, items, stride, set);
     }
     if (ptx::lane_id() == 0) trace_mark(buffer.trace, kLlCombineSent);
-    ll_arrive(buffer, kLlCombine, sequence, sending_blocks, shared.mask);
+    homes.arrive(args, sequence, sending_blocks, shared.mask);
     if (int(threadIdx.x) < buffer.num_ranks) trace_mark(buffer.trace, kLlCombineArrived);
 }
 

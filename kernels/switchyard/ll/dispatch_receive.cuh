@@ -22,17 +22,33 @@ namespace switchyard::device {
 
 namespace ll_dispatch_detail {
 
+// Where the receive half finds what a source sent: its header words (0: tokens, 1 + e: rows of
+// local expert e), its i-th record, and the local expert a record's metadata names. On one node
+// all of it is in this rank's own set; across nodes (ll/net_dispatch_receive.cuh) a source of
+// another node's records are read where they landed, at its gateway.
+struct LlOwnSet {
+    uint8_t* set_base;  // this rank's set of the op
+    SY_DEVICE int32_t header_word(const LlDispatchArgs& args, int32_t source, int32_t word) const {
+        return args.buffer.set_layout.header(set_base, source)[word];
+    }
+    SY_DEVICE const uint8_t* record(const LlDispatchArgs& args, int32_t source, int32_t i,
+                                    int64_t record_bytes) const {
+        return args.buffer.set_layout.record(set_base, source, i, record_bytes);
+    }
+    SY_DEVICE int32_t local_expert(int32_t named, int32_t) const { return named; }
+};
+
 // One arrived record (source s, slot i): copy it into the rows of the local experts it names.
 // `row_offsets` [R * L]: source s's first row within local expert e; `expert_starts` [L]: expert
 // e's first row in the output (e * R * T_ll in the masked layout).
-template <int kHidden, int kTopk, int kScaleKind, bool kContiguous>
-SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int32_t source, int32_t slot,
+template <int kHidden, int kTopk, int kScaleKind, bool kContiguous, class Sources>
+SY_DEVICE void receive_record(const LlDispatchArgs& args, const Sources& sources, int32_t source, int32_t slot,
                               int slice, const int32_t* row_offsets, const int32_t* expert_starts) {
     const uint32_t lane = ptx::lane_id();
     const LlBufferArgs& buffer = args.buffer;
     const RecordLayout layout = ll_dispatch_record(kHidden, kScaleKind, kTopk);
     const int64_t rows_per_expert = int64_t(buffer.num_ranks) * buffer.set_layout.max_tokens;
-    const uint8_t* record = buffer.set_layout.record(set_base, source, slot, layout.total_bytes);
+    const uint8_t* record = sources.record(args, source, slot, layout.total_bytes);
     constexpr int64_t kPayloadBytes = ll_payload_bytes(kHidden, kScaleKind);
     // The slice's payload is loaded before the metadata that says where it goes: both loads are
     // then in flight together.
@@ -43,7 +59,7 @@ SY_DEVICE void receive_record(const LlDispatchArgs& args, uint8_t* set_base, int
     int32_t local = -1;
     int64_t row = 0;
     if (int(lane) < kTopk) {
-        local = meta[2 + lane];
+        local = sources.local_expert(meta[2 + lane], source);
         if (local >= 0) row = row_offsets[source * args.local_experts + local] + meta[2 + 2 * kTopk + lane];
         if (slice == 0) {
             // The combine's routing: per row (flat combine) and per record (hierarchical).
@@ -127,7 +143,8 @@ SY_DEVICE void zero_padding_item(const LlDispatchArgs& args, int32_t item, const
 // Block 0 also writes the counts out. The headers of up to 8 sources are loaded before they are
 // summed (independent loads). A source whose header announces its failure (ll_layout.cuh) is
 // reported (kErrorPeerFailed) and noted in `failed_source`.
-SY_DEVICE void count_rows(const LlDispatchArgs& args, const LlDispatchShared& shared, uint8_t* set_base,
+template <class Sources>
+SY_DEVICE void count_rows(const LlDispatchArgs& args, const LlDispatchShared& shared, const Sources& sources,
                           int32_t* failed_source) {
     const LlBufferArgs& buffer = args.buffer;
     const int32_t R = buffer.num_ranks, L = args.local_experts;
@@ -140,8 +157,7 @@ SY_DEVICE void count_rows(const LlDispatchArgs& args, const LlDispatchShared& sh
 #pragma unroll
             for (int j = 0; j < kBatch; ++j) {
                 const int s = first + j;
-                counts[j] =
-                    s < R && shared.present[s] ? buffer.set_layout.header(set_base, s)[e < L ? 1 + e : 0] : 0;
+                counts[j] = s < R && shared.present[s] ? sources.header_word(args, s, e < L ? 1 + e : 0) : 0;
             }
 #pragma unroll
             for (int j = 0; j < kBatch; ++j) {
@@ -208,9 +224,9 @@ SY_DEVICE void place_experts(const LlDispatchArgs& args, const LlDispatchShared&
 // One sequence of work items over the grid's warps: the padding's (zero_padding only) and then
 // the records' slices. Padding items are stores only, which leave the warp at once, so the loads
 // of the record items that follow overlap them.
-template <int kNumWarps, int kHidden, int kTopk, int kScaleKind, bool kContiguous>
+template <int kNumWarps, int kHidden, int kTopk, int kScaleKind, bool kContiguous, class Sources>
 SY_DEVICE void receive_records(const LlDispatchArgs& args, const LlDispatchShared& shared,
-                               uint8_t* set_base) {
+                               const Sources& sources) {
     constexpr int kRecvSlices = ll_recv_slices(kHidden, kScaleKind);
     const int num_warps = int(gridDim.x) * kNumWarps;
     int32_t padding = 0;
@@ -228,7 +244,7 @@ SY_DEVICE void receive_records(const LlDispatchArgs& args, const LlDispatchShare
         int32_t source = 0;
         while (shared.record_starts[source + 1] <= record) ++source;
         receive_record<kHidden, kTopk, kScaleKind, kContiguous>(
-            args, set_base, source, record - shared.record_starts[source], record_item % kRecvSlices,
+            args, sources, source, record - shared.record_starts[source], record_item % kRecvSlices,
             shared.scratch, shared.expert_starts);
     }
 }
@@ -244,14 +260,14 @@ SY_DEVICE void receive_tokens(const LlDispatchArgs& args, const LlDispatchShared
     if (!ll_wait_sources(buffer, kLlDispatch, sequence, shared.mask, shared.present, args.wait_time_stats))
         return;
     if (threadIdx.x == 0) trace_mark(buffer.trace, kLlDispatchWaited);
-    uint8_t* set_base = buffer.set_base(buffer.local_base, ll_set_of(sequence));
-    count_rows(args, shared, set_base, &failed_source);
+    const LlOwnSet sources{buffer.set_base(buffer.local_base, ll_set_of(sequence))};
+    count_rows(args, shared, sources, &failed_source);
     __syncthreads();
     if (failed_source >= 0) return;
     place_experts<kContiguous>(args, shared);
     __syncthreads();
     if (threadIdx.x == 0) trace_mark(buffer.trace, kLlDispatchPlanned);
-    receive_records<kNumWarps, kHidden, kTopk, kScaleKind, kContiguous>(args, shared, set_base);
+    receive_records<kNumWarps, kHidden, kTopk, kScaleKind, kContiguous>(args, shared, sources);
     if (ptx::lane_id() == 0) trace_mark(buffer.trace, kLlDispatchReceived);
 }
 

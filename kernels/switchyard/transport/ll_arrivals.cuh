@@ -55,8 +55,12 @@ SY_HOST_DEVICE constexpr int32_t ll_recv_counter(int32_t kind) {
     return kind == kLlDispatch ? kCounterLlDispatchRecv : kCounterLlCombineRecv;
 }
 
+// (Spelled out rather than returning the namespace-scope constants: nvcc, which compiles the GIN
+// kernels, does not let device code read a host constexpr object.)
 SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
-    return kind == kLlDispatch ? kLlDispatchStartSlots : kLlCombineStartSlots;
+    return kind == kLlDispatch
+               ? KernelStartSlots{kCounterLlDispatchRunning, kCounterLlDispatchStartNs, kCounterLlDispatchArrived}
+               : KernelStartSlots{kCounterLlCombineRunning, kCounterLlCombineStartNs, kCounterLlCombineArrived};
 }
 
 // Block prologue: reads this op's send and receive sequence numbers (counter + 1, the counters of

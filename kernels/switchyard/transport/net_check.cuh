@@ -8,9 +8,18 @@
 // Scenarios:
 //   kNetStream    round after round, `puts_per_round` puts of `put_bytes` to every other node's rail
 //                 peer, a signal add after every `puts_per_signal` puts (a group) and after the
-//                 round's last put; group g travels on context g % num_contexts. The receiver, in
-//                 round 0, checks at each signal that the payload of that group and of every earlier
-//                 group on the same context has landed (strong signals); at the end it checks all.
+//                 round's last put; group g travels on context g % num_contexts. A group's
+//                 unsignalled puts go from the warp's lanes at once, then (after __syncwarp) lane 0
+//                 puts the signalled one (`lane_parallel`; else lane 0 posts every request, which
+//                 measures one thread's posting rate). The receiver, in round 0, checks at each
+//                 signal that the payload of that group and of every earlier group on the same
+//                 context has landed (strong signals); at the end it checks all.
+//   kNetChannels  the HT shape: `channels` sender warps, each a channel putting its
+//                 `puts_per_round` records (contiguous, `put_bytes` each) per round to every other
+//                 node's rail peer from lane 0, a signal add after every `puts_per_signal` records
+//                 (1: each record) and after its round's last; channel c travels on context
+//                 c % num_contexts and raises that context's check signal. The receiver waits for
+//                 every context's last value and checks everything (a bandwidth pattern).
 //   kNetReuse     one source slot per peer, reused every round: the sender waits for the previous
 //                 put's counter (or flushes, with `use_flush`) before overwriting it, puts round r
 //                 to its own destination slot, and signals once at the end; the receiver checks that
@@ -18,6 +27,8 @@
 //                 next round's data).
 //   kNetPingPong  node 0 and node 1 bounce a put-with-signal (`put_bytes`, or a bare signal when 0)
 //                 `rounds` times; node 0 records the round trips (latency floor).
+// Every sender records its start and the end of its last post (the posting rate: a kernel that
+// cannot post as fast as the wire carries is the limit, not the network).
 // Source data: every 8-byte word is a hash of (seed, source rank, destination node, put, word), with
 // the round in its top 16 bits for kNetReuse. The check uses the reserved signal and counter ids
 // (the top kNetCheckIds of each range) and the buffer's data regions.
@@ -30,7 +41,10 @@
 
 namespace switchyard::device {
 
-enum NetCheckScenario : int32_t { kNetStream = 0, kNetReuse = 1, kNetPingPong = 2 };
+enum NetCheckScenario : int32_t { kNetStream = 0, kNetReuse = 1, kNetPingPong = 2, kNetChannels = 3 };
+
+// kNetChannels: sender warps at most (the block is one more warp, the receiver).
+constexpr int32_t kNetCheckMaxChannels = 16;
 
 // Result words (int64, device memory, zeroed by the host; kNetResultFirstBad and kNetResultRttMin
 // start at -1 and INT64_MAX).
@@ -43,7 +57,9 @@ enum NetCheckResultWord : int32_t {
     kNetResultRttMax = 5,      // ping-pong: longest round trip (ns)
     kNetResultBytesSent = 6,   // payload bytes this rank put
     kNetResultFailed = 7,      // 1: a request or wait failed (timeout, poisoned)
-    kNetResultWords = 8,
+    kNetResultSendEnd = 8,     // globaltimer when the sender's last request was posted (the latest)
+    kNetResultPosts = 9,       // requests this rank posted
+    kNetResultWords = 10,
 };
 
 // The check's ids: the top kNetCheckIds of each range (up to kNetCheckMaxNodes nodes). The other
@@ -82,6 +98,8 @@ struct NetCheckArgs {
     int32_t num_contexts;  // contexts used (<= net.num_contexts)
     int32_t use_flush;     // kNetReuse: flush instead of waiting for counters
     int32_t check_every_signal;
+    int32_t lane_parallel;  // kNetStream: a group's unsignalled puts from all lanes
+    int32_t channels;       // kNetChannels: sender warps
     uint32_t seed;
 };
 
@@ -92,6 +110,13 @@ SY_HOST_DEVICE constexpr int32_t net_check_groups(int32_t puts_per_round, int32_
 // Signal adds on `context` per round.
 SY_HOST_DEVICE constexpr int32_t net_check_groups_on(int32_t groups, int32_t num_contexts, int32_t context) {
     return groups / num_contexts + (context < groups % num_contexts ? 1 : 0);
+}
+// kNetChannels: signal adds per round on `context` from one source (channel c is on context
+// c % num_contexts and signals ceil(records / puts_per_signal) times a round).
+SY_HOST_DEVICE constexpr int32_t net_check_channel_signals_on(int32_t channels, int32_t records,
+                                                              int32_t puts_per_signal, int32_t num_contexts,
+                                                              int32_t context) {
+    return net_check_groups_on(channels, num_contexts, context) * net_check_groups(records, puts_per_signal);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -160,6 +185,15 @@ SY_DEVICE void check_slot(const NetCheckArgs<Backend>& args, uint64_t offset, in
 }
 
 // --- kNetStream --------------------------------------------------------------------------------
+// Marks the end of this sender's posting (the latest of all senders) and counts its posts.
+template <class Backend>
+SY_DEVICE void posted(const NetCheckArgs<Backend>& args, uint64_t posts) {
+    atomicMax(reinterpret_cast<unsigned long long*>(args.results + kNetResultSendEnd),
+              static_cast<unsigned long long>(ptx::globaltimer_ns()));
+    atomicAdd(reinterpret_cast<unsigned long long*>(args.results + kNetResultPosts),
+              static_cast<unsigned long long>(posts));
+}
+
 template <class Backend>
 SY_DEVICE void stream_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
     const int32_t me = args.net.node, nodes = args.net.num_nodes;
@@ -170,29 +204,43 @@ SY_DEVICE void stream_send(const NetCheckArgs<Backend>& args, const NetPort<Back
             fill_source(args, args.src_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node, put, -1);
     }
     __syncwarp();
-    if (ptx::lane_id() != 0) return;
-    args.results[kNetResultSendStart] = int64_t(ptx::globaltimer_ns());
+    const uint32_t lane = ptx::lane_id();
+    if (lane == 0) args.results[kNetResultSendStart] = int64_t(ptx::globaltimer_ns());
     const int32_t per_signal = args.puts_per_signal > 0 ? args.puts_per_signal : per_round;
-    uint64_t sent = 0;
+    const int32_t groups = net_check_groups(per_round, args.puts_per_signal);
+    // Lane-parallel: a group's puts but the last from the lanes at once; then lane 0 the last one
+    // with the signal, once the others are posted (__syncwarp orders them before it). Otherwise
+    // lane 0 posts them all, in order.
+    const uint32_t posters = args.lane_parallel ? 32u : 1u;
+    uint64_t posts = 0;
     for (int32_t round = 0; round < args.rounds; ++round) {
-        for (int32_t put = 0; put < per_round; ++put) {
-            const int32_t group = put / per_signal;
+        for (int32_t group = 0; group < groups; ++group) {
             const int32_t context = group % args.num_contexts;
-            const bool signals = (put + 1) % per_signal == 0 || put + 1 == per_round;
+            const int32_t first = group * per_signal, last = min(first + per_signal, per_round) - 1;
             for (int32_t node = 0; node < nodes; ++node) {
                 if (node == me) continue;
-                const NetSignal signal = signals ? net_signal_add(net_check_signal(me, context), 1) : NetSignal{};
-                const uint64_t src = args.src_offset + (uint64_t(node) * per_round + put) * args.put_bytes;
-                const uint64_t dst = args.dst_offset + (uint64_t(me) * per_round + put) * args.put_bytes;
-                if (!ports[context].put(node, dst, src, args.put_bytes, signal)) {
-                    fail(args);
+                auto put = [&](int32_t index, NetSignal signal) {
+                    const uint64_t src = args.src_offset + (uint64_t(node) * per_round + index) * args.put_bytes;
+                    const uint64_t dst = args.dst_offset + (uint64_t(me) * per_round + index) * args.put_bytes;
+                    ++posts;
+                    return ports[context].put(node, dst, src, args.put_bytes, signal);
+                };
+                bool ok = true;
+                if (lane < posters)
+                    for (int32_t index = first + int32_t(lane); index < last; index += int32_t(posters))
+                        ok = ok && put(index, NetSignal{});
+                __syncwarp();
+                if (lane == 0) ok = ok && put(last, net_signal_add(net_check_signal(me, context), 1));
+                if (__any_sync(0xffffffffu, !ok)) {
+                    if (lane == 0) fail(args);
                     return;
                 }
-                sent += args.put_bytes;
             }
         }
     }
-    args.results[kNetResultBytesSent] = int64_t(sent);
+    posted(args, posts);
+    if (lane == 0)
+        args.results[kNetResultBytesSent] = int64_t(args.rounds) * per_round * (nodes - 1) * int64_t(args.put_bytes);
 }
 
 template <class Backend>
@@ -231,6 +279,72 @@ SY_DEVICE void stream_receive(const NetCheckArgs<Backend>& args, const NetPort<B
         if (node != me)
             for (int32_t put = 0; put < per_round; ++put)
                 check_slot(args, args.dst_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node, put, -1);
+}
+
+// --- kNetChannels -------------------------------------------------------------------------------
+// Channel c's records r of every round: put c * puts_per_round + r (source and receive layouts of
+// kNetStream with channels * puts_per_round puts per round).
+template <class Backend>
+SY_DEVICE void channels_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports, int32_t channel) {
+    const int32_t me = args.net.node, nodes = args.net.num_nodes;
+    const int32_t records = args.puts_per_round, total = args.channels * records;
+    for (int32_t node = 0; node < nodes; ++node) {
+        if (node == me) continue;
+        for (int32_t r = 0; r < records; ++r) {
+            const int32_t put = channel * records + r;
+            fill_source(args, args.src_offset + (uint64_t(node) * total + put) * args.put_bytes, node, put, -1);
+        }
+    }
+    // Every channel's sources are written before any channel starts (one start time for all).
+    asm volatile("bar.sync 1, %0;" ::"r"(args.channels * 32) : "memory");
+    if (ptx::lane_id() != 0) return;
+    if (channel == 0) args.results[kNetResultSendStart] = int64_t(ptx::globaltimer_ns());
+    const int32_t per_signal = args.puts_per_signal > 0 ? args.puts_per_signal : records;
+    const NetPort<Backend>& port = ports[channel % args.num_contexts];
+    const NetSignal signal = net_signal_add(net_check_signal(me, channel % args.num_contexts), 1);
+    uint64_t posts = 0;
+    for (int32_t round = 0; round < args.rounds; ++round)
+        for (int32_t r = 0; r < records; ++r) {
+            const int32_t put = channel * records + r;
+            const bool signals = (r + 1) % per_signal == 0 || r + 1 == records;
+            for (int32_t node = 0; node < nodes; ++node) {
+                if (node == me) continue;
+                const uint64_t src = args.src_offset + (uint64_t(node) * total + put) * args.put_bytes;
+                const uint64_t dst = args.dst_offset + (uint64_t(me) * total + put) * args.put_bytes;
+                ++posts;
+                if (!port.put(node, dst, src, args.put_bytes, signals ? signal : NetSignal{})) {
+                    fail(args);
+                    return;
+                }
+            }
+        }
+    posted(args, posts);
+    if (channel == 0)
+        args.results[kNetResultBytesSent] = int64_t(args.rounds) * total * (nodes - 1) * int64_t(args.put_bytes);
+}
+
+template <class Backend>
+SY_DEVICE void channels_receive(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports) {
+    const int32_t me = args.net.node, nodes = args.net.num_nodes;
+    const int32_t total = args.channels * args.puts_per_round;
+    for (int32_t node = 0; node < nodes; ++node) {
+        if (node == me) continue;
+        for (int32_t context = 0; context < args.num_contexts && context < args.channels; ++context) {
+            const uint64_t target =
+                args.signal_base[context] +
+                uint64_t(args.rounds) * net_check_channel_signals_on(args.channels, args.puts_per_round,
+                                                                     args.puts_per_signal, args.num_contexts, context);
+            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
+                if (ptx::lane_id() == 0) fail(args);
+                return;
+            }
+        }
+    }
+    if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
+    for (int32_t node = 0; node < nodes; ++node)
+        if (node != me)
+            for (int32_t put = 0; put < total; ++put)
+                check_slot(args, args.dst_offset + (uint64_t(node) * total + put) * args.put_bytes, node, put, -1);
 }
 
 // --- kNetReuse ---------------------------------------------------------------------------------
@@ -275,6 +389,7 @@ SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backe
     }
     // One signal per context used, after everything: it covers the earlier puts on its context.
     if (ptx::lane_id() == 0) {
+        posted(args, uint64_t(args.rounds) * (nodes - 1));
         for (int32_t node = 0; node < nodes; ++node)
             for (int32_t context = 0; context < args.num_contexts && context < args.rounds; ++context)
                 if (node != me && !ports[context].signal(node, net_signal_add(net_check_signal(me, context), 1)))
@@ -332,29 +447,39 @@ SY_DEVICE void ping_pong(const NetCheckArgs<Backend>& args, const NetPort<Backen
         args.results[kNetResultRttMin] = shortest;
         args.results[kNetResultRttMax] = longest;
     }
+    posted(args, uint64_t(args.rounds));
     args.results[kNetResultBytesSent] = int64_t(args.put_bytes) * args.rounds;
 }
 
 }  // namespace net_check
 
-// One block of 64 threads per rank: warp 0 sends, warp 1 receives (ping-pong: warp 0 alone).
+// One block per rank: warp 0 sends, warp 1 receives (ping-pong: warp 0 alone); kNetChannels:
+// warps [0, channels) send, warp `channels` receives.
 template <class Backend>
-__global__ void __launch_bounds__(64, 1) net_check_kernel(const __grid_constant__ NetCheckArgs<Backend> args) {
+__global__ void __launch_bounds__(32 * (kNetCheckMaxChannels + 1), 1)
+    net_check_kernel(const __grid_constant__ NetCheckArgs<Backend> args) {
     const NetPort<Backend> ports[kNetMaxContexts] = {
         NetPort<Backend>(args.net, 0, args.diagnostics), NetPort<Backend>(args.net, 1, args.diagnostics),
         NetPort<Backend>(args.net, 2, args.diagnostics), NetPort<Backend>(args.net, 3, args.diagnostics)};
-    const bool sender = threadIdx.x < 32;
+    const int32_t warp = int32_t(threadIdx.x / 32);
+    const bool sender = warp == 0;
     switch (args.scenario) {
+        case kNetChannels:
+            if (warp < args.channels)
+                net_check::channels_send(args, ports, warp);
+            else if (warp == args.channels)
+                net_check::channels_receive(args, ports);
+            break;
         case kNetStream:
             if (sender)
                 net_check::stream_send(args, ports);
-            else
+            else if (warp == 1)
                 net_check::stream_receive(args, ports);
             break;
         case kNetReuse:
             if (sender)
                 net_check::reuse_send(args, ports);
-            else
+            else if (warp == 1)
                 net_check::reuse_receive(args, ports);
             break;
         case kNetPingPong:

@@ -1,7 +1,7 @@
 // NetPort for the emulated network (declarations and contract: net.cuh).
 //
 // A request is a 64-byte descriptor in this rank's ring for the port's context, in mapped host
-// memory; the rank's engine thread (src/net/emulated_engine.cpp) takes descriptors in position
+// memory; the rank's engine thread (src/net/emulated_network.cpp) takes descriptors in position
 // order, moves the bytes with the copy engines and writes signals, counters and flush reports
 // into device memory with stream memory operations. A kernel only claims a position (a device
 // atomic), fills the slot and publishes it with its tag; it never waits for delivery except where
@@ -56,6 +56,7 @@ SY_DEVICE int64_t post(const EmulatedNetContext& c, int32_t context, const Diagn
     slot->peer_node = peer_node;
     slot->signal_id = signal.id;
     slot->counter_id = counter.id;
+    slot->posted_ns = ptx::globaltimer_ns();
     // Release at system scope: the fields above and the source data this thread wrote (or observed
     // through a barrier) are visible to the engine, and to the copy it starts, before the tag.
     ptx::st_release_sys(&slot->tag, position + 1);

@@ -67,7 +67,7 @@ struct NetDescriptor {
     int32_t peer_node;
     uint32_t signal_id;   // kNetNone: no signal
     uint32_t counter_id;  // kNetNone: no counter
-    uint64_t reserved;
+    uint64_t posted_ns;   // the kernel's globaltimer when it posted (the engine's ring-lag statistic only)
     uint64_t tag;  // position + 1 once valid
 };
 static_assert(sizeof(NetDescriptor) == 64, "a ring slot is 64 bytes");
@@ -145,6 +145,7 @@ enum NetWaitKind : int32_t {
     kNetWaitCounter = 2,    // a local counter (this rank's puts reading their sources)
     kNetWaitFlush = 3,      // a flush of the context
     kNetWaitRingSpace = 4,  // a free slot in the emulated network's request ring
+    kNetWaitRelay = 5,      // an arrival a node-mate relays once its signal from the peer node came (LL)
 };
 // Why a request was refused (kErrorNetworkRequest; expected/observed hold the limit and the value).
 enum NetRequestProblem : int32_t {

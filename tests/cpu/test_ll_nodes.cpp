@@ -1,0 +1,181 @@
+// LL across nodes, on the CPU: the buffer's sizing across nodes (the DeepSeek-V3 shape at EP8 as 2 x 4
+// within 64 MiB; the other shapes reported), the record areas and network areas of a set, the
+// network ids against the transport's ranges, and the kernel families across nodes compiled for
+// sm_90a without spills: on the emulated network with NVRTC, on GIN with nvcc against the NCCL
+// headers (skipped, saying why, where nvcc or those headers are missing).
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/testing.hpp"
+#include "jit/jit.hpp"
+#include "jit/nvcc_program.hpp"
+#include "launch/ll_net_launch.hpp"
+#include "switchyard/common/buffer_layout.cuh"
+#include "switchyard/errors.hpp"
+#include "switchyard/ll/net_layout.cuh"
+#include "switchyard/transport/net_check.cuh"
+
+using namespace switchyard;
+using namespace switchyard::device;
+
+namespace {
+
+BufferCapacity ll_capacity(int ranks, int nodes, int tokens = 128, int hidden = 7168, int experts = 256,
+                           int topk = 8) {
+    BufferCapacity capacity{};
+    capacity.num_ranks = ranks;
+    capacity.max_experts = experts;
+    capacity.max_tokens_per_rank = 4096;
+    capacity.max_hidden = hidden;
+    capacity.max_topk = topk;
+    capacity.ll_max_tokens_per_rank = tokens;
+    capacity.high_throughput = false;
+    capacity.low_latency = true;
+    capacity.num_nodes = nodes;
+    return capacity;
+}
+
+}  // namespace
+
+SY_TEST(LlNodesLayout, DeepSeekShapeBufferBytes) {
+    // LL for 128 tokens, hidden 7168, 256 experts, top-8 (DESIGN.md §9: EP8 <= 64 MiB).
+    struct Shape {
+        int nodes, per_node;
+    };
+    for (const Shape shape : {Shape{1, 8}, Shape{2, 4}, Shape{4, 2}, Shape{8, 1}, Shape{2, 2}, Shape{4, 1}, Shape{2, 8}}) {
+        const BufferLayout layout = BufferLayout::make(ll_capacity(shape.nodes * shape.per_node, shape.nodes));
+        std::printf("  %d x %d: %lld bytes (%.1f MiB): %d record areas per set, forward area %.1f MiB\n",
+                    shape.nodes, shape.per_node, (long long)layout.total_bytes, layout.total_bytes / 1048576.0,
+                    layout.ll_set.record_areas, layout.ll_forward_bytes / 1048576.0);
+        if (shape.nodes * shape.per_node == 8 && shape.nodes <= 2) SY_CHECK(layout.total_bytes <= 64ll << 20);
+    }
+    // One node keeps the one-node layout exactly.
+    const BufferLayout one = BufferLayout::make(ll_capacity(8, 1));
+    BufferCapacity unset = ll_capacity(8, 1);
+    unset.num_nodes = 0;
+    SY_CHECK_EQ(BufferLayout::make(unset).total_bytes, one.total_bytes);
+    SY_CHECK_EQ(one.ll_set.record_areas, 8);
+    SY_CHECK_EQ(one.ll_forward_bytes, int64_t(0));
+}
+
+SY_TEST(LlNodesLayout, AreasOfASetDoNotOverlap) {
+    for (int nodes : {2, 3, 4}) {
+        for (int per_node : {1, 2, 4}) {
+            const int ranks = nodes * per_node;
+            const BufferLayout layout = BufferLayout::make(ll_capacity(ranks, nodes, 33, 2560, 8 * ranks, 9));
+            const LlSetLayout& set = layout.ll_set;
+            SY_CHECK_EQ(set.record_areas, per_node + 2 * (nodes - 1));
+            SY_CHECK(set.headers_offset + set.header_bytes * ranks <= set.dispatch_offset);
+            SY_CHECK(set.dispatch_offset + int64_t(set.record_areas) * 33 * set.max_record_bytes <= set.combine_offset);
+            SY_CHECK(set.combine_offset + 9ll * 33 * set.max_combine_row_bytes <= set.node_headers_offset);
+            SY_CHECK(4 * LlSetLayout::node_header_words(per_node, set.max_local_experts, 33) <= set.node_header_bytes);
+            SY_CHECK(set.node_headers_offset + 2ll * (nodes - 1) * set.node_header_bytes <= set.combine_headers_offset);
+            SY_CHECK(set.combine_headers_offset + 2ll * (nodes - 1) * LlSetLayout::kCombineHeaderBytes <=
+                     set.forward_flags_offset);
+            SY_CHECK(set.forward_flags_offset + 8ll * per_node <= set.set_bytes);
+            SY_CHECK(set.set_bytes <= layout.ll_set_bytes);
+            // The forward area after both sets: [N - 1][K][T_ll] rows.
+            SY_CHECK(layout.ll_forward_offset >= layout.ll_offset + 2 * layout.ll_set_bytes);
+            SY_CHECK_EQ(layout.ll_forward_bytes, int64_t(nodes - 1) * 9 * 33 * set.max_combine_row_bytes);
+            SY_CHECK(layout.ll_forward_offset + layout.ll_forward_bytes <= layout.total_bytes);
+            // The last slot of a node header's slot list is inside the header.
+            SY_CHECK(4 * (ll_node_header_rank(per_node - 1, set.max_local_experts, 33) + kLlNodeHeaderCounts +
+                          set.max_local_experts + 33) <=
+                     set.node_header_bytes);
+        }
+    }
+}
+
+SY_TEST(LlNodesLayout, NodeNumbering) {
+    // Node 1 of 4 numbers the others 0, 2, 3 as 0, 1, 2; node 3 numbers node 1 as 1.
+    const LlNodes nodes{4, 2, 1, 1};
+    SY_CHECK_EQ(nodes.other_index(0), 0);
+    SY_CHECK_EQ(nodes.other_index(2), 1);
+    SY_CHECK_EQ(nodes.other_index(3), 2);
+    for (int o = 0; o < 3; ++o) SY_CHECK_EQ(nodes.other_index(nodes.other_node(o)), o);
+    for (int m : {0, 2, 3}) {
+        const LlNodes there{4, 2, m, 1};
+        SY_CHECK_EQ(there.other_node(nodes.index_at(m)), 1);
+    }
+    SY_CHECK_EQ(nodes.rank_of(3, 1), 7);
+    SY_CHECK(nodes.on_my_node(2) && nodes.on_my_node(3) && !nodes.on_my_node(4));
+}
+
+SY_TEST(LlNodesLayout, NetworkIdsStayBelowTheCheckAndApart) {
+    std::set<uint32_t> ids;
+    for (int kind : {kLlDispatch, kLlCombine})
+        for (int set = 0; set < 2; ++set)
+            for (int node = 0; node < kLlNetMaxNodes; ++node) {
+                const uint32_t id = ll_net_signal(kind, set, node);
+                SY_CHECK(id < uint32_t(kNetNumSignals) - kNetCheckIds);
+                SY_CHECK(ids.insert(id).second);
+            }
+    SY_CHECK_EQ(ids.size(), size_t(4 * kLlNetMaxNodes));
+    SY_CHECK(kLlNetForwardCounter < uint32_t(kNetNumCounters) - kNetCheckIds);
+    SY_CHECK_EQ(ll_net_context(4), 3);
+    SY_CHECK_EQ(ll_net_context(1), 0);
+}
+
+namespace {
+
+std::string compile_checked(const jit::KernelSource& source, const jit::CompileOptions& base) {
+    jit::CompileOptions options = base;
+    options.arch = "sm_90a";
+    const jit::CompiledKernel compiled = jit::compile(source, options);
+    SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    SY_CHECK_MSG(compiled.spill_bytes == 0, source.kernel << " spills " << compiled.spill_bytes << " bytes");
+    char line[640];
+    std::snprintf(line, sizeof(line), "  %s: %d registers, %d spill bytes, %d stack bytes%s", source.kernel.c_str(),
+                  compiled.num_registers, compiled.spill_bytes, compiled.stack_bytes,
+                  compiled.cache_hit ? " (cache hit)" : "");
+    return line;
+}
+
+// The variants the CPU compiles: each kernel body once (dispatch: both halves, fp8 masked and bf16
+// contiguous; combine: both halves flat, hierarchical contiguous).
+std::vector<jit::KernelSource> representative(bool gin) {
+    using launch::LlCombineShape;
+    using launch::LlDispatchShape;
+    return {
+        launch::ll_net_dispatch_source(LlDispatchShape{7168, 8, kScaleFloat32, true, kLlBothHalves, false}, gin),
+        launch::ll_net_dispatch_source(LlDispatchShape{7168, 8, kScaleNone, false, kLlBothHalves, true}, gin),
+        launch::ll_net_combine_source(LlCombineShape{7168, 8, true, kLlBothHalves, false, false}, gin),
+        launch::ll_net_combine_source(LlCombineShape{7168, 8, false, kLlBothHalves, true, true}, gin),
+    };
+}
+
+}  // namespace
+
+SY_TEST(LlNodesKernels, CatalogListsBothFamilies) {
+    const auto emulated = launch::ll_net_catalog({}, false), gin = launch::ll_net_catalog({}, true);
+    std::set<std::string> families, kernels;
+    for (const auto& source : emulated) {
+        families.insert(source.family);
+        SY_CHECK_MSG(kernels.insert(source.kernel).second, "listed twice: " << source.kernel);
+        SY_CHECK(source.kernel.find("NetEmulated") != std::string::npos);
+    }
+    SY_CHECK(families == (std::set<std::string>{"ll_net_dispatch", "ll_net_combine"}));
+    SY_CHECK_EQ(gin.size(), emulated.size());
+    for (const auto& source : gin) SY_CHECK(source.kernel.find("NetGin") != std::string::npos);
+    std::printf("  %zu instantiations per backend at the catalog shape\n", emulated.size());
+}
+
+SY_TEST(LlNodesKernels, EmulatedCompileWithNvrtc) {
+    for (const auto& source : representative(false)) std::printf("%s\n", compile_checked(source, {}).c_str());
+}
+
+SY_TEST(LlNodesKernels, GinCompileWithNvcc) {
+    try {
+        jit::nvcc_toolchain();
+    } catch (const UnsupportedError& error) {
+        SY_SKIP(std::string("the GIN kernels cannot be compiled on this machine: ") + error.what());
+    }
+    // One instantiation per family (nvcc takes far longer than NVRTC).
+    const std::vector<jit::KernelSource> sources = representative(true);
+    for (const auto& source : {sources[0], sources[3]})
+        std::printf("%s\n", compile_checked(source, launch::ll_net_compile_options(true)).c_str());
+}
+
+SY_TEST_MAIN()
