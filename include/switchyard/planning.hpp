@@ -132,7 +132,12 @@ struct LlDispatchShape {
     ScaleFormat scale_format = ScaleFormat::kFloat32;  // kFloat32 or kUE8M0 when use_fp8
     RecvLayout layout = RecvLayout::kExpertMasked;     // or kExpertContiguous
     int32_t expert_alignment = 1;
+    // The kernels of a buffer whose ranks span several nodes are others (ll_load_kernels): its
+    // node count and the network backend it runs on (kEmulated or kGin; kAuto counts as emulated).
+    int32_t num_nodes = 1;
+    NetworkBackend network_backend = NetworkBackend::kEmulated;
 
+    // A call's shape (num_nodes and network_backend stay as defaulted: the buffer knows them).
     static LlDispatchShape of(const LowLatencyDispatchArgs& args);
 };
 
@@ -167,7 +172,8 @@ void ht_load_kernels(int device, const HtDispatchShape& shape);
 
 // The same for the LL kernels of `shape` (its num_tokens and num_experts do not matter): the
 // dispatch, both halves together and each alone, and the combines that answer it, flat and
-// hierarchical. Buffer::ll_load_kernels(args) is the same from a call's tensors.
+// hierarchical; across nodes (shape.num_nodes > 1), the kernels for its network backend.
+// Buffer::ll_load_kernels(args) is the same from a call's tensors.
 void ll_load_kernels(int device, const LlDispatchShape& shape);
 
 }  // namespace switchyard

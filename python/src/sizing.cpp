@@ -167,15 +167,22 @@ void bind_sizing(nb::module_& m) {
     m.def(
         "ll_load_kernels",
         [](int device, int hidden, int topk, const std::string& index_dtype, bool use_fp8, ScaleFormat scale_format,
-           RecvLayout layout) {
-            const LlDispatchShape shape = ll_shape(0, hidden, topk, 0, index_dtype, use_fp8, scale_format, layout, 1);
+           RecvLayout layout, int num_nodes, const std::string& network_backend) {
+            LlDispatchShape shape = ll_shape(0, hidden, topk, 0, index_dtype, use_fp8, scale_format, layout, 1);
+            shape.num_nodes = num_nodes;
+            if (network_backend != "emulated" && network_backend != "gin")
+                throw InvalidArgument("switchyard: network_backend must be 'emulated' or 'gin', got '" +
+                                      network_backend + "'");
+            shape.network_backend = network_backend == "gin" ? NetworkBackend::kGin : NetworkBackend::kEmulated;
             nb::gil_scoped_release release;
             ll_load_kernels(device, shape);
         },
         "device"_a, nb::kw_only(), "hidden"_a, "topk"_a, "index_dtype"_a = "int64", "use_fp8"_a = true,
-        "scale_format"_a = ScaleFormat::kFloat32, "layout"_a = RecvLayout::kExpertMasked,
+        "scale_format"_a = ScaleFormat::kFloat32, "layout"_a = RecvLayout::kExpertMasked, "num_nodes"_a = 1,
+        "network_backend"_a = "emulated",
         "Load (JIT-compiling on a miss) every LL kernel a dispatch of this shape and its combines can use, from "
-        "shapes alone: once per process and device, before the first LL op (required when ranks share a GPU).");
+        "shapes alone: once per process and device, before the first LL op (required when ranks share a GPU). "
+        "Across nodes: num_nodes and the network backend (EMULATED or GIN).");
 }
 
 }  // namespace switchyard::python

@@ -11,6 +11,7 @@
 #include "jit/jit.hpp"
 #include "launch/ht_launch.hpp"
 #include "launch/ll_launch.hpp"
+#include "launch/ll_net_launch.hpp"
 #include "switchyard/common/record_layout.cuh"
 #include "switchyard/errors.hpp"
 #include "switchyard/ht/ht_args.cuh"
@@ -386,8 +387,18 @@ LlOutputShapes ll_output_shapes(const BufferConfig& given, int num_ranks, const 
 
 void ll_load_kernels(int device, const LlDispatchShape& shape) {
     if (shape.hidden < 1 || shape.topk < 1) fail("ll_load_kernels needs the shape's hidden and topk");
-    for (const jit::KernelSource& source : launch::ll_op_sources(ll_kernel_shape(shape)))
-        jit::get_kernel(source, device);
+    if (shape.hidden % 16 != 0) fail("the LL hidden size must be a multiple of 16, got " + std::to_string(shape.hidden));
+    if (shape.index_dtype != DType::kInt32 && shape.index_dtype != DType::kInt64)
+        fail(std::string("topk_idx must be int32 or int64, got ") + dtype_name(shape.index_dtype));
+    if (shape.num_nodes <= 1) {
+        for (const jit::KernelSource& source : launch::ll_op_sources(ll_kernel_shape(shape)))
+            jit::get_kernel(source, device);
+        return;
+    }
+    // As Buffer::ll_load_kernels on a buffer spanning nodes (core/ll_ops.cpp).
+    const bool gin = shape.network_backend == NetworkBackend::kGin;
+    for (const jit::KernelSource& source : launch::ll_net_op_sources(ll_kernel_shape(shape), gin))
+        jit::get_kernel(source, device, launch::ll_net_compile_options(gin));
 }
 
 }  // namespace switchyard
