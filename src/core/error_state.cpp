@@ -108,6 +108,15 @@ static void describe_network_wait(std::ostream& message, const device::ErrorReco
         default:
             message << "the network";
     }
+    const bool ll = record.phase == device::kPhaseLlDispatch || record.phase == device::kPhaseLlCombine;
+    if (ll && record.expected >= (uint64_t(1) << 32)) {
+        // LL signals count 2^32 per complete op on their set, plus partial arrivals (ll_arrivals.cuh).
+        message << "; expected " << (record.expected >> 32) << " complete ops on that signal's set, seen "
+                << (record.observed >> 32);
+        if ((record.observed & 0xffffffffu) != 0)
+            message << " and " << (record.observed & 0xffffffffu) << " partial arrivals of the next";
+        return;
+    }
     message << "; expected " << record.expected << ", last seen " << record.observed;
 }
 

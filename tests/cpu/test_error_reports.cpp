@@ -7,6 +7,7 @@
 #include "core/error_state.hpp"
 #include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/errors.hpp"
+#include "switchyard/transport/net_types.cuh"
 
 using namespace switchyard;
 
@@ -136,6 +137,23 @@ SY_TEST(error_reports, ht_notify_timeout_decodes_tagged_words) {
     record.kind = device::kErrorSequenceMismatch;
     record.observed = (uint64_t(5) << 32) | 2u;
     SY_CHECK_THROWS_WITH(core::throw_error_record(record, 10.0), Error, "but rank 0 published op #5");
+}
+
+// LL signals over the network count ops too: printed as ops, not as the counter's raw value.
+SY_TEST(error_reports, ll_network_timeout_counts_ops) {
+    device::ErrorRecord record = ll_dispatch_timeout();
+    record.peer = 3;
+    record.expected = uint64_t(2) << 32;
+    record.observed = uint64_t(1) << 32;
+    record.detail[device::kNetDetailPeerNode] = 1;
+    record.detail[device::kNetDetailId] = 5;
+    record.detail[device::kNetDetailContext] = 0;
+    record.detail[device::kNetDetailWhat] = device::kNetWaitSignal;
+    record.detail[device::kNetDetailTransport] = device::kNetTransportMarker;
+    const std::string text = message_of(record);
+    SY_CHECK_MSG(contains(text, "rank 3 on node 1 over the network"), text);
+    SY_CHECK_MSG(contains(text, "expected 2 complete ops on that signal's set, seen 1"), text);
+    SY_CHECK_MSG(!contains(text, "8589934592") && !contains(text, "4294967296"), text);
 }
 
 // A peer that announced its failure: PeerFailedError naming it, saying why, no timeout.
