@@ -181,12 +181,12 @@ class Topology:
 
     def __repr__(self) -> str: ...
 
-def buffer_size_hint(config: BufferConfig, num_ranks: int) -> int:
+def buffer_size_hint(config: BufferConfig, num_ranks: int, num_nodes: int = 1) -> int:
     """
     Bytes of the symmetric buffer (control workspace + HT and LL regions) each rank allocates for `config` with `num_ranks` ranks: what Buffer.buffer_bytes reports once created. Outputs of expert-major layouts come from a separate per-buffer pool.
     """
 
-def buffer_size_breakdown(config: BufferConfig, num_ranks: int) -> dict:
+def buffer_size_breakdown(config: BufferConfig, num_ranks: int, num_nodes: int = 1) -> dict:
     """
     buffer_size_hint by region (bytes; regions are aligned, the total to 2 MiB), and beside the symmetric buffer the output pool reserved at creation and the routing scratch (device_total: all of it).
     """
@@ -206,9 +206,9 @@ def ht_load_kernels(device: int, *, hidden: int, topk: int, x_dtype: str = 'bf16
     Load (JIT-compiling on a miss) every HT kernel a dispatch of this shape and its combines can use, from shapes alone: once per process and device for every rank in it, before the first HT op (required when ranks share a GPU).
     """
 
-def ll_load_kernels(device: int, *, hidden: int, topk: int, index_dtype: str = 'int64', use_fp8: bool = True, scale_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.EXPERT_MASKED) -> None:
+def ll_load_kernels(device: int, *, hidden: int, topk: int, index_dtype: str = 'int64', use_fp8: bool = True, scale_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.EXPERT_MASKED, num_nodes: int = 1, network_backend: str = 'emulated') -> None:
     """
-    Load (JIT-compiling on a miss) every LL kernel a dispatch of this shape and its combines can use, from shapes alone: once per process and device, before the first LL op (required when ranks share a GPU).
+    Load (JIT-compiling on a miss) every LL kernel a dispatch of this shape and its combines can use, from shapes alone: once per process and device, before the first LL op (required when ranks share a GPU). Across nodes: num_nodes and the network backend (EMULATED or GIN).
     """
 
 class SmModelOp(enum.Enum):
