@@ -132,6 +132,12 @@ const OptionSpec kOptions[] = {
      [](BenchOptions& o, const std::string& flag, const std::string& v) {
          o.gpus = parse_int(flag, v, 1, 64);
      }},
+    {"--nodes", "N", kOnHt,
+     "ht: also time the hierarchical path, the ranks split into N emulated nodes (the emulated network, "
+     "46 GB/s per rank): network GB/s and fraction of the cap, bytes against the prediction",
+     [](BenchOptions& o, const std::string& flag, const std::string& v) {
+         o.nodes = parse_int(flag, v, 1, 64);
+     }},
     {"--seed", "N", kOnGpu, "seed of the random routing (default 1)",
      [](BenchOptions& o, const std::string& flag, const std::string& v) {
          o.seed = parse_int<uint64_t>(flag, v, 0);
@@ -311,6 +317,9 @@ BenchOptions parse_command_line(const std::vector<std::string>& argv) {
     if (options.ranks && options.gpus && *options.ranks < *options.gpus)
         usage_error("--ranks (" + std::to_string(*options.ranks) + ") is fewer than --gpus (" +
                     std::to_string(*options.gpus) + "): every GPU needs a rank");
+    if (options.nodes && options.ranks && *options.ranks % *options.nodes != 0)
+        usage_error("--ranks (" + std::to_string(*options.ranks) + ") is not a multiple of --nodes (" +
+                    std::to_string(*options.nodes) + ")");
     if (options.ranks && options.experts % *options.ranks != 0)
         usage_error("--experts (" + std::to_string(options.experts) + ") is not a multiple of --ranks (" +
                     std::to_string(*options.ranks) + ")");
