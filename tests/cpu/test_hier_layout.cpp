@@ -85,7 +85,7 @@ SY_TEST(HierLayout, SignalIdsStayBelowTheNetworkChecksAndBatchesCoverStreams) {
         SY_CHECK_MSG(int32_t(signals.count()) <= kHierSignalIdLimit, nodes << " nodes use " << signals.count() << " ids");
         SY_CHECK_EQ(signals.combine_batch(nodes - 1, signals.batches - 1) + 1, signals.count());
     }
-    SY_CHECK_EQ(hier_num_batches(2), 64);
+    SY_CHECK_EQ(hier_num_batches(2), kHierMaxBatches);
     for (int tokens : {1, 7, 48, 640, 4096, 5000}) {
         const int B = hier_batch_records(tokens, 2);
         SY_CHECK(hier_batches_of(tokens, B) <= hier_num_batches(2));

@@ -34,12 +34,17 @@
 namespace switchyard::device {
 
 constexpr int32_t kHierMaxNodes = 32;     // one lane per node in the senders' bookkeeping
-constexpr int32_t kHierMaxBatches = 64;   // batches per stream (fewer with many nodes: signal ids)
+// Batches per stream (fewer with many nodes: signal ids). A batch is one put and one signal; on the
+// emulated network each costs the engine's host thread a call for its copy and one for its signal,
+// so batches are large: at the DeepSeek-V3 shape (4,096 tokens: 128 FP8 records, about 1 MB) a
+// batch takes the wire much longer than its calls take the host thread. Smaller batches would start
+// the wire a little earlier and shorten the tail (the last batch's forwarding, split over 16 warps).
+constexpr int32_t kHierMaxBatches = 32;
 constexpr int32_t kHierContext = 0;       // the network context every hierarchical request uses
 // Signal ids the HT kernels may use: those below the network check's reserved ones.
 constexpr int32_t kHierSignalIdLimit = kNetNumSignals - int32_t(kNetCheckIds);
 
-// Batches per stream: as many as the signal ids allow (4 N + 3 N batches ids), at most 64.
+// Batches per stream: as many as the signal ids allow (4 N + 3 N batches ids), at most kHierMaxBatches.
 SY_HOST_DEVICE constexpr int32_t hier_num_batches(int32_t num_nodes) {
     const int32_t fit = (kHierSignalIdLimit / (num_nodes > 0 ? num_nodes : 1) - 4) / 3;
     return fit > kHierMaxBatches ? kHierMaxBatches : (fit < 1 ? 1 : fit);
