@@ -42,42 +42,44 @@ namespace switchyard::device {
 namespace hier_detail {
 
 // The reduce items in claim order: node items (kHtCombineChunkTokens stream slots of one source
-// node: the other nodes ascending, whose partials cross the network, then this node), then home
-// items (kHtCombineChunkTokens of this rank's tokens). Which warp takes an item never changes a
-// sum. False when a wait or a put failed.
+// node), first those of the other nodes, whose partials cross the network, a chunk of each node in
+// turn (so every stream to a home advances from the start), then this node's; then the home items
+// (kHtCombineChunkTokens of this rank's tokens). Which warp takes an item never changes a sum.
+// False when a wait or a put failed.
 template <typename Shape, class Backend>
 SY_DEVICE bool reduce_items(const HierCombineArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
                             uint64_t* counters, uint64_t weight_rounds, bool& put) {
     const HtCommon& c = args.ht.common;
     const int lane = int(ptx::lane_id());
-    // Lane n: the node items of source node n, and where they start in the order.
+    // Lane n: the records forwarded from node n and their chunks.
     const int32_t records = lane < op.num_nodes ? args.forward_counts[lane] : 0;
-    const int32_t node_items = int32_t(ceil_div(records, kHtCombineChunkTokens));
-    const int32_t place = lane == op.node ? op.num_nodes - 1 : (lane < op.node ? lane : lane - 1);
-    int32_t before = 0, all_node_items = 0;
-    for (int32_t n = 0; n < op.num_nodes; ++n) {
-        const int32_t items_of_n = __shfl_sync(0xffffffffu, node_items, n);
-        const int32_t place_of_n = __shfl_sync(0xffffffffu, place, n);
-        if (place_of_n < place) before += items_of_n;
-        all_node_items += items_of_n;
-    }
-    const int32_t items = all_node_items + int32_t(ceil_div(c.num_tokens, kHtCombineChunkTokens));
+    const int32_t chunks = int32_t(ceil_div(records, kHtCombineChunkTokens));
+    int32_t remote_rounds = lane != op.node ? chunks : 0;  // the most chunks of another node
+    for (int offset = 16; offset >= 1; offset /= 2)
+        remote_rounds = max(remote_rounds, __shfl_xor_sync(0xffffffffu, remote_rounds, offset));
+    const int32_t others = op.num_nodes - 1;
+    const int32_t remote_items = remote_rounds * others;
+    const int32_t node_items = remote_items + __shfl_sync(0xffffffffu, chunks, op.node);
+    const int32_t items = node_items + int32_t(ceil_div(c.num_tokens, kHtCombineChunkTokens));
     int32_t waited = -1;  // lane m: the last batch of node m's partials waited for
     for (;;) {
         unsigned long long taken = 0;
         if (lane == 0) taken = atomicAdd(reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem), 1ull);
         const int32_t item = int32_t(min(__shfl_sync(0xffffffffu, taken, 0), (unsigned long long)items));
         if (item >= items) return true;
-        bool ok;
-        if (item < all_node_items) {
-            // The source node whose items hold `item` (one lane: the items of the nodes do not overlap).
-            const uint32_t holds =
-                __ballot_sync(0xffffffffu, lane < op.num_nodes && before <= item && item < before + node_items);
-            const int32_t node = __ffs(int(holds)) - 1;
-            ok = reduce_node_chunk<Shape>(args, op, port, node, item - __shfl_sync(0xffffffffu, before, node),
-                                          __shfl_sync(0xffffffffu, records, node), weight_rounds, put);
+        bool ok = true;
+        if (item < node_items) {
+            int32_t node = op.node, chunk = item - remote_items;
+            if (item < remote_items) {
+                const int32_t other = item % others;
+                node = other < op.node ? other : other + 1;
+                chunk = item / others;
+            }
+            const int32_t node_records = __shfl_sync(0xffffffffu, records, node);
+            if (chunk * kHtCombineChunkTokens < node_records)
+                ok = reduce_node_chunk<Shape>(args, op, port, node, chunk, node_records, weight_rounds, put);
         } else {
-            ok = reduce_home_chunk<Shape>(args, op, port, item - all_node_items, waited);
+            ok = reduce_home_chunk<Shape>(args, op, port, item - node_items, waited);
         }
         if (!ok) return false;
     }

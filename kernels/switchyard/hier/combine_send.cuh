@@ -150,60 +150,92 @@ SY_DEVICE int send_contribution(const HierCombineArgs<Backend>& args, const Hier
     }
 }
 
-// The received rows in the order they are sent: first the rows from other nodes' sources (their
-// partials cross the network: they go first, so the network is busy from the start), then the
-// rows from this node's own sources (their partials stay in the node). Item `item` is row:
-struct ContributionOrder {
-    int64_t own_first, own_rows, remote_rows;  // this node's sources' rows: [own_first, +own_rows)
-    SY_DEVICE int64_t row(int64_t item) const {
-        if (item >= remote_rows) return own_first + (item - remote_rows);
-        return item < own_first ? item : item + own_rows;
+// The received rows in the order they are sent, in groups of at most kGroup rows of one source:
+// first the rows from other nodes' sources (their partials cross the network, so they go first), a
+// group of each such source in turn (so every rail's forwarder, and its stream to its home, starts
+// at once: one source after another would leave the later rails' network idle for much of the op);
+// then, the same way, the rows of this node's own sources (their partials stay in the node).
+template <int kGroup>
+struct ContributionGroups {
+    const int32_t* row_offsets;  // [R + 1] rank-major rows of each source
+    int32_t node, ranks_per_node;
+    int32_t remote_sources, remote_rounds, own_rounds;  // rounds: groups of the longest source
+
+    SY_DEVICE static ContributionGroups make(const int32_t* row_offsets, const HierOp& op, int32_t num_ranks) {
+        ContributionGroups g;
+        g.row_offsets = row_offsets;
+        g.node = op.node;
+        g.ranks_per_node = op.ranks_per_node;
+        g.remote_sources = num_ranks - op.ranks_per_node;
+        int32_t remote_longest = 0, own_longest = 0;
+        for (int32_t source = 0; source < num_ranks; ++source) {
+            const int32_t rows = row_offsets[source + 1] - row_offsets[source];
+            if (source / op.ranks_per_node == op.node)
+                own_longest = max(own_longest, rows);
+            else
+                remote_longest = max(remote_longest, rows);
+        }
+        g.remote_rounds = (remote_longest + kGroup - 1) / kGroup;
+        g.own_rounds = (own_longest + kGroup - 1) / kGroup;
+        return g;
+    }
+    SY_DEVICE int64_t remote_groups() const { return int64_t(remote_rounds) * remote_sources; }
+    SY_DEVICE int64_t count() const { return remote_groups() + int64_t(own_rounds) * ranks_per_node; }
+    // Group `group`: its source, first row and rows (0: none; a short source's later rounds).
+    SY_DEVICE void at(int64_t group, int32_t& source, int64_t& first, int32_t& rows) const {
+        int64_t round;
+        if (group < remote_groups()) {
+            const int32_t i = int32_t(group % remote_sources);
+            source = i < node * ranks_per_node ? i : i + ranks_per_node;
+            round = group / remote_sources;
+        } else {
+            const int64_t own = group - remote_groups();
+            source = node * ranks_per_node + int32_t(own % ranks_per_node);
+            round = own / ranks_per_node;
+        }
+        first = row_offsets[source] + round * kGroup;
+        rows = int32_t(max64(0, min64(kGroup, int64_t(row_offsets[source + 1]) - first)));
     }
 };
 
-// send_contributions, sender warp `warp` of its block: groups of kSendGroup items (rows in
-// ContributionOrder) claimed from a counter (the direct path's send_rows, with the forwarders as
-// homes), each group queued for the block's publisher.
+// send_contributions, sender warp `warp` of its block: groups of at most kSendGroup rows of one
+// source (ContributionGroups) claimed from a counter (the direct path's send_rows, with the
+// forwarders as homes), each group queued for the block's publisher.
 template <typename Shape, class Backend, int kSendWarps, int kSendGroup>
 SY_DEVICE void send_contributions(const HierCombineArgs<Backend>& args, const HierOp& op, uint64_t* counters,
                                   const int32_t* row_offsets, ht_detail::PublishQueues<kSendWarps>& queues, int warp) {
     static_assert(kSendGroup >= 1 && kSendGroup <= 32, "one lane per row of a group");
     const HtCommon& c = args.ht.common;
-    const int64_t rows = row_offsets[c.num_ranks];
-    const int64_t own_first = row_offsets[op.rank_of(op.node, 0)];
-    const int64_t own_rows = row_offsets[op.rank_of(op.node + 1, 0)] - own_first;
-    const ContributionOrder order{own_first, own_rows, rows - own_rows};
-    ClaimAhead claims{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextSendItem),
-                      (unsigned long long)kSendGroup};
+    const ContributionGroups<kSendGroup> groups = ContributionGroups<kSendGroup>::make(row_offsets, op, c.num_ranks);
+    const int64_t total = groups.count();
+    ClaimAhead claims{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextSendItem), 1ull};
     claims.issue();
+    const int lane = int(ptx::lane_id());
     uint32_t queued = 0;
     for (;;) {
-        const int64_t base = claims.take(rows);
-        if (base >= rows) break;
-        const int64_t my_item = base + int64_t(ptx::lane_id());
-        int my_source = 0, my_forwarder = 0, my_key = 0;
-        const bool mine = int(ptx::lane_id()) < kSendGroup && my_item < rows;
-        const int64_t my_row = mine ? order.row(my_item) : -1;
-        int my_slot = 0;
-        if (mine) {
-            while (my_source + 1 < c.num_ranks && row_offsets[my_source + 1] <= my_row) ++my_source;
-            my_slot = args.ht.row_combine_slot[my_row];
-            my_forwarder = op.rank_of(op.node, my_source % op.ranks_per_node);
-            my_key = arrival_key(c, my_source / op.ranks_per_node, my_slot);
+        const int64_t group = claims.take(total);
+        if (group >= total) break;
+        int64_t first = 0;
+        int32_t rows = 0, source = 0;
+        groups.at(group, source, first, rows);
+        if (rows == 0) continue;
+        // Lane j: row j's stream slot (its forwarder's stage slot) and the forwarder's arrival key.
+        int my_slot = 0, my_key = 0;
+        if (lane < rows) {
+            my_slot = args.ht.row_combine_slot[first + lane];
+            my_key = arrival_key(c, source / op.ranks_per_node, my_slot);
         }
         int my_written = 0;
 #pragma unroll 1
-        for (int j = 0; j < kSendGroup; ++j) {
-            const int64_t row = __shfl_sync(0xffffffffu, my_row, j);
-            if (row < 0) break;
-            const int written = send_contribution<Shape>(args, op, row, __shfl_sync(0xffffffffu, my_source, j),
-                                                         __shfl_sync(0xffffffffu, my_slot, j));
-            if (int(ptx::lane_id()) == j) my_written = written;
+        for (int j = 0; j < rows; ++j) {
+            const int written = send_contribution<Shape>(args, op, first + j, source, __shfl_sync(0xffffffffu, my_slot, j));
+            if (lane == j) my_written = written;
         }
-        ht_detail::queue_rows(queues, warp, queued, kSendGroup, my_forwarder, my_key, my_written);
+        ht_detail::queue_rows(queues, warp, queued, rows, op.rank_of(op.node, source % op.ranks_per_node), my_key,
+                              my_written);
     }
     ht_detail::finish_queueing(queues);
-    if (ptx::lane_id() == 0) trace_mark(args.ht.trace, kHtCombineSent);
+    if (lane == 0) trace_mark(args.ht.trace, kHtCombineSent);
 }
 
 }  // namespace hier_detail
