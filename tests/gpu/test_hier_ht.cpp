@@ -597,4 +597,25 @@ SY_TEST(HierHt, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
     });
 }
 
+// A small case for compute-sanitizer (memcheck / racecheck): `gpu_test_hier_ht Sanitizer`. Two
+// nodes of one rank (the network alone) with a generous timeout (the tools slow the kernels): a
+// rank-major and an expert-major case, each dispatch with its combines, checked as above.
+SY_TEST(HierHtSanitizer, SmallTwoNodeRoundTrip) {
+    require_gpus(1);
+    const Shape shape{2, 1};
+    std::vector<Case> cases(2);
+    cases[0].max_tokens = cases[1].max_tokens = 16;
+    cases[1].layout = RecvLayout::kExpertContiguous;
+    cases[1].payload = Payload::kQuantizeFp32;
+    cases[1].counts = CountMode::kDevice;
+    cases[1].seed = 77;
+    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+        BufferConfig config = hier_config(shape, 16, 0);
+        config.timeout_seconds = 120;
+        Buffer buffer(env.communicator, env.device, config);
+        for (const Case& c : cases) run_case(env, buffer, shape, c);
+        buffer.synchronize();
+    });
+}
+
 SY_TEST_MAIN()

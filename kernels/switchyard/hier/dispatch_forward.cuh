@@ -160,7 +160,11 @@ SY_DEVICE bool forward_records(const HierDispatchArgs<Backend>& args, const Hier
     uint32_t phases[2] = {0u, 0u};
     for (;;) {
         const int32_t item = int32_t(claims.take(items));
-        if (item >= items) return true;
+        if (item >= items) {
+            if (lane == 0) ptx::bulk_wait<0>();  // this rank's own rows (bulk stores) are written
+            __syncwarp();
+            return true;
+        }
         const int32_t node_records = __shfl_sync(0xffffffffu, records, (item / parts) % op.num_nodes);
         const ForwardItem it = forward_item(item, op.num_nodes, parts, op.batch_records, node_records);
         if (it.lo >= it.hi) continue;
