@@ -155,7 +155,10 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // largest top-k) and its epoch word (zero at creation and after reset()).
         device::RoutingScratch& scratch = impl.routing_scratch;
         scratch.max_chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);
-        scratch.total_words = int64_t(scratch.max_chunks) * (config.max_experts + impl.communicator->size());
+        // (Across nodes the routing kernel counts per node too: one more column per node.)
+        scratch.total_words =
+            int64_t(scratch.max_chunks) *
+            (config.max_experts + device::routing_rank_columns(impl.communicator->size(), impl.topology.num_nodes));
         SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
         SY_CUDA_CHECK(cudaMemset(scratch.words, 0, scratch.bytes()));
     }
@@ -202,6 +205,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // may be waiting for this rank (launch_context.hpp, "Preloading").
         launch::preload_barrier(device);
         launch::preload_routing(device);
+        if (impl.topology.num_nodes > 1) launch::preload_routing(device, true);  // the HT dispatch's
     }
 
     impl.network = net::create_network(
