@@ -132,9 +132,9 @@ const OptionSpec kOptions[] = {
      [](BenchOptions& o, const std::string& flag, const std::string& v) {
          o.gpus = parse_int(flag, v, 1, 64);
      }},
-    {"--nodes", "N", kOnLl,
-     "ll: split the ranks into N emulated nodes joined by the emulated network (46 GB/s, 3 us per rank); "
-     "the ranks must be a multiple of N",
+    {"--nodes", "N", kOnHt | kOnLl,
+     "ht, ll: split the ranks into N emulated nodes joined by the emulated network (46 GB/s, 3 us per "
+     "rank); ht also times the single-node path on the same ranks; the ranks must be a multiple of N",
      [](BenchOptions& o, const std::string& flag, const std::string& v) {
          o.nodes = parse_int(flag, v, 1, 64);
      }},

@@ -39,7 +39,7 @@ struct BenchOptions {
     int experts = 256;
     std::optional<int> ranks;  // default: max(2, GPUs used), so one GPU runs co-located EP2
     std::optional<int> gpus;   // default: every visible GPU
-    std::optional<int> nodes;  // ll: emulated nodes the ranks are split into (emulated network)
+    std::optional<int> nodes;  // ht, ll: emulated nodes the ranks are split into (emulated network)
     uint64_t seed = 1;
     std::optional<double> timeout_seconds;                // BufferConfig::timeout_seconds
     bool caller_stream = false;                           // launch_on_caller_stream

@@ -252,6 +252,7 @@ void measure_ht(const BenchOptions& options, int R, int G, const Baselines& base
                     baselines.nccl(T, payload, op == 0 ? A2aPhase::kDispatch : A2aPhase::kCombine));
                 record.buffer_bytes = int64_t(ranks[0].buffer->buffer_bytes());
                 record.stamp(run);
+                record.extra.emplace_back("nodes", JsonValue(int64_t(1)));
                 record.extra.emplace_back("dispatch_dtype", JsonValue(std::string(fp8 ? "fp8" : "bf16")));
                 // CPU time of the call itself (rank 0), the host-overhead figure of DESIGN.md §9.
                 record.extra.emplace_back(

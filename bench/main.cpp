@@ -10,6 +10,7 @@
 #include "cpu_round_trip.hpp"
 #include "harness/cuda_raii.hpp"
 #include "ht_bench.hpp"
+#include "ht_nodes_bench.hpp"
 #include "ll_bench.hpp"
 #include "record.hpp"
 #include "results_table.hpp"
@@ -87,6 +88,12 @@ int run_gpu(const BenchOptions& options, int visible) {
     meta.emplace_back("ranks", ranks.ranks);
     meta.emplace_back("gpus", ranks.gpus);
     if (run_ht) measure_ht(options, ranks.ranks, ranks.gpus, baselines, run, records, meta);
+    if (run_ht && options.nodes.value_or(1) > 1) {
+        if (ranks.ranks % *options.nodes != 0)
+            throw UsageError("--nodes " + std::to_string(*options.nodes) + " does not divide the " +
+                             std::to_string(ranks.ranks) + " ranks");
+        measure_ht_nodes(options, ranks.ranks, ranks.gpus, *options.nodes, run, records, meta);
+    }
     if (run_ll) measure_ll(options, ranks.ranks, ranks.gpus, baselines, run, records);
 
     std::printf("\n");

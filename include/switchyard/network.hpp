@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "switchyard/ops.hpp"
+
 namespace switchyard {
 
 // Where the emulated network's engine thread spends its time (cumulative; emulated network only).
@@ -126,5 +128,32 @@ struct NetworkCheckResult {
     int64_t round_trip_min_ns = -1;  // kPingPong on node 0
     int64_t round_trip_max_ns = -1;
 };
+
+// What the hierarchical HT ops (ranks on several nodes) put on the network, predicted from the
+// routing: the byte accounting NetworkStats must match (DESIGN.md §9). A dispatch sends each token
+// once to every destination node other than its own (to the rail peer there) as one forward record,
+// and one counts block to every other node; a combine sends back one partial per (token, node) from
+// the rank that forwarded the token into that node, and in a flat weighted combine each home first
+// sends its [T, K] top-k weights to its rail peers.
+struct HtNetworkShape {
+    int32_t num_ranks = 1;
+    int32_t num_nodes = 1;
+    int32_t num_experts = 0;
+    int32_t hidden = 0;
+    int32_t topk = 0;
+    ScaleFormat records = ScaleFormat::kNone;  // the dispatch's records: bf16, or fp8 with these scales
+};
+
+enum class HtNetworkOp {
+    kDispatch,                 // dispatch or cached dispatch
+    kCombine,                  // combine
+    kCombineWithHomeWeights,   // flat weighted combine (expert-major layouts): the homes' weights travel
+};
+
+// [R]: payload bytes rank `rank` puts to each rank in one op of `shape`, given every rank's top-k
+// ids (topk_idx[r]: T_r * K entries, -1 = empty slot). Throws InvalidArgument on an inconsistent shape.
+std::vector<uint64_t> predict_ht_network_bytes(const HtNetworkShape& shape,
+                                               const std::vector<std::vector<int64_t>>& topk_idx, int rank,
+                                               HtNetworkOp op);
 
 }  // namespace switchyard

@@ -83,8 +83,14 @@ struct HtDispatchShape {
     RecvLayout layout = RecvLayout::kRankMajor;
     int32_t expert_alignment = 1;
     CountMode counts = CountMode::kHostSynced;
+    // A buffer whose ranks span several nodes runs the hierarchical kernels (ht_load_kernels): its
+    // node count and network backend (kEmulated or kGin; kAuto counts as emulated). The outputs'
+    // shapes are the same on any number of nodes.
+    int32_t num_nodes = 1;
+    NetworkBackend network_backend = NetworkBackend::kEmulated;
 
-    // The shape of a call (its tensors' extents and dtypes; nothing is read from them).
+    // The shape of a call (its tensors' extents and dtypes; nothing is read from them; num_nodes
+    // and network_backend stay as defaulted: the buffer knows them).
     static HtDispatchShape of(const DispatchArgs& args);
 };
 
@@ -161,8 +167,9 @@ LlOutputShapes ll_output_shapes(const BufferConfig& config, int num_ranks, const
 
 // Loads (JIT-compiling on a cache miss) into `device`'s primary context every HT kernel that a
 // dispatch of `shape`, a cached dispatch of its handle and the combines of that handle can use
-// (every reduction its layout allows, at any SM count). Kernels are specialized on hidden, top-k,
-// the payload and scale format and the layout (not on T, E, the alignment or the count mode).
+// (every reduction its layout allows, at any SM count; across nodes, the hierarchical path's for
+// the shape's backend). Kernels are specialized on hidden, top-k, the payload and scale format and
+// the layout (not on T, E, the alignment or the count mode).
 // Loaded kernels belong to the process: with ranks as threads of one process, call it once per
 // device and shape for all of them, before any rank's first HT op of the shape (required with
 // ranks sharing a GPU, DESIGN.md §4 rule 7; otherwise it takes the compile and load out of the

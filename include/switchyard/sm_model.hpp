@@ -5,6 +5,13 @@
 // destination rank; the links carry only the remote share of those writes. The SM count that
 // matches the SMs' read and write throughput to the link's throughput, with headroom, is the
 // answer. All figures are per-arch constants that a calibration can replace.
+//
+// With several nodes (num_nodes > 1) the ops are the hierarchical ones: the network is the link to
+// keep busy (one copy per other destination node crosses it), and per token byte the SMs read and
+// write what the hierarchical roles move: dispatch, reads 1 + N_d (the token, then each node's
+// record at its forwarder) and writes N_d + D (a record per destination node, a row per destination
+// rank); combine, reads 2 D + N_d and writes D + N_d (rows to the forwarders, partials back), with
+// N_d the expected distinct destination nodes and D the distinct destination ranks of a token.
 #pragma once
 
 #include <string>

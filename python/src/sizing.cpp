@@ -26,6 +26,12 @@ DType dtype_from_name(const std::string& name) {
     throw InvalidArgument("switchyard: unknown dtype name '" + name + "' (bf16, fp8_e4m3, int32 or int64)");
 }
 
+NetworkBackend backend_from_name(const std::string& name) {
+    if (name == "emulated") return NetworkBackend::kEmulated;
+    if (name == "gin") return NetworkBackend::kGin;
+    throw InvalidArgument("switchyard: network_backend must be 'emulated' or 'gin', got '" + name + "'");
+}
+
 nb::object spec_tuple(const TensorSpec& spec) {
     if (!spec.defined()) return nb::none();
     nb::list shape, strides;
@@ -153,14 +159,17 @@ void bind_sizing(nb::module_& m) {
     m.def(
         "ht_load_kernels",
         [](int device, int hidden, int topk, const std::string& x_dtype, ScaleFormat x_scales, bool quantize_fp8,
-           ScaleFormat quantize_format, RecvLayout layout) {
-            const HtDispatchShape shape = ht_shape(0, hidden, topk, 0, x_dtype, x_scales, quantize_fp8,
-                                                   quantize_format, false, layout, 1, CountMode::kHostSynced);
+           ScaleFormat quantize_format, RecvLayout layout, int num_nodes, const std::string& network_backend) {
+            HtDispatchShape shape = ht_shape(0, hidden, topk, 0, x_dtype, x_scales, quantize_fp8, quantize_format,
+                                             false, layout, 1, CountMode::kHostSynced);
+            shape.num_nodes = num_nodes;
+            shape.network_backend = backend_from_name(network_backend);
             nb::gil_scoped_release release;
             ht_load_kernels(device, shape);
         },
         "device"_a, nb::kw_only(), "hidden"_a, "topk"_a, "x_dtype"_a = "bf16", "x_scales"_a = ScaleFormat::kNone,
         "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32, "layout"_a = RecvLayout::kRankMajor,
+        "num_nodes"_a = 1, "network_backend"_a = "emulated",
         "Load (JIT-compiling on a miss) every HT kernel a dispatch of this shape and its combines can use, from "
         "shapes alone: once per process and device for every rank in it, before the first HT op (required when "
         "ranks share a GPU).");
@@ -170,10 +179,7 @@ void bind_sizing(nb::module_& m) {
            RecvLayout layout, int num_nodes, const std::string& network_backend) {
             LlDispatchShape shape = ll_shape(0, hidden, topk, 0, index_dtype, use_fp8, scale_format, layout, 1);
             shape.num_nodes = num_nodes;
-            if (network_backend != "emulated" && network_backend != "gin")
-                throw InvalidArgument("switchyard: network_backend must be 'emulated' or 'gin', got '" +
-                                      network_backend + "'");
-            shape.network_backend = network_backend == "gin" ? NetworkBackend::kGin : NetworkBackend::kEmulated;
+            shape.network_backend = backend_from_name(network_backend);
             nb::gil_scoped_release release;
             ll_load_kernels(device, shape);
         },

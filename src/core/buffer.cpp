@@ -174,7 +174,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // Worst case of the layout kernel's [chunks][E + R] tagged totals (T_max tokens at the
         // largest top-k) and its epoch word (zero at creation and after reset()).
         device::RoutingScratch& scratch = impl.routing_scratch;
-        scratch = core::routing_scratch_extent(impl.config, impl.communicator->size());
+        // (Across nodes the routing kernel counts per node too: one more column per node.)
+        scratch = core::routing_scratch_extent(impl.config, impl.communicator->size(), impl.topology.num_nodes);
         SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
         SY_CUDA_CHECK(cudaMemset(scratch.words, 0, scratch.bytes()));
     }
@@ -221,6 +222,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // may be waiting for this rank (launch_context.hpp, "Preloading").
         launch::preload_barrier(device);
         launch::preload_routing(device);
+        if (impl.topology.num_nodes > 1) launch::preload_routing(device, true);  // the HT dispatch's
     }
 
     impl.network = net::create_network(

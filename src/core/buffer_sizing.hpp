@@ -20,6 +20,6 @@ device::BufferCapacity buffer_capacity(const BufferConfig& config, int num_ranks
 size_t output_pool_reserve_bytes(const BufferConfig& config, int num_ranks);
 
 // The routing kernel's scratch for the buffer's largest op (words unset: the Buffer allocates them).
-device::RoutingScratch routing_scratch_extent(const BufferConfig& config, int num_ranks);
+device::RoutingScratch routing_scratch_extent(const BufferConfig& config, int num_ranks, int num_nodes);
 
 }  // namespace switchyard::core

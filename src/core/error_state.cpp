@@ -32,6 +32,14 @@ const char* phase_name(int32_t phase) {
             return "dispatch layout";
         case device::kPhaseNetwork:
             return "network";
+        case device::kPhaseHierCounts:
+            return "high-throughput network counts";
+        case device::kPhaseHierDispatch:
+            return "high-throughput network dispatch data";
+        case device::kPhaseHierCombine:
+            return "high-throughput network combine";
+        case device::kPhaseHierEntry:
+            return "high-throughput network combine entry";
         default:
             return "unknown phase";
     }

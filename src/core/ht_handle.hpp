@@ -39,6 +39,13 @@ class DispatchHandle {
     DeviceTensor row_combine_slot;  // int32 [cap]
     DeviceTensor row_expert_row;    // int32 [cap, K]
     DeviceTensor row_weights;       // fp32 [cap, K]
+
+    // Ranks on several nodes (the hierarchical path; empty on one node).
+    int32_t num_nodes = 1;
+    DeviceTensor token_node_slot;      // int32 [T, N]: slot of each token in the stream to each node
+    DeviceTensor num_tokens_per_node;  // int32 [N]: records of each stream
+    DeviceTensor forward_meta;         // int32 [N, T_max, words]: the records this rank forwarded
+    DeviceTensor forward_counts;       // int32 [N]: records forwarded from each source node
 };
 
 }  // namespace switchyard

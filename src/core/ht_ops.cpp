@@ -4,6 +4,8 @@
 // communication stream:
 //   dispatch:  routing kernel -> dispatch kernel -> [host waits for counts] -> receive kernel
 //   combine:   combine kernel
+// With ranks on several nodes the dispatch and combine kernels are the hierarchical ones
+// (src/launch/hier_*.cpp); routing, receive, outputs and handle are the same.
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "core/ht_handle.hpp"
 #include "core/tuning.hpp"
 #include "core/validation.hpp"
+#include "launch/hier_launch.hpp"
 #include "launch/ht_launch.hpp"
 #include "switchyard/common/trace_marks.cuh"
 #include "switchyard/sm_model.hpp"
@@ -57,6 +60,7 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
     input.num_experts = num_experts;
     input.topk = topk;
     input.num_ranks = impl.communicator->size();
+    input.num_nodes = impl.topology.num_nodes;
     input.num_device_sms = impl.device_sms;
     input.max_sms = budget;
     int major = 9;
@@ -104,10 +108,21 @@ void require_high_throughput(const Buffer::Impl& impl) {
     if (impl.communicator->size() > device::kHtMaxRanks)
         throw UnsupportedError("switchyard: high-throughput kernels support up to " +
                                std::to_string(device::kHtMaxRanks) + " ranks");
-    if (impl.topology.num_nodes > 1)
-        throw UnsupportedError(
-            "switchyard: the ranks span " + std::to_string(impl.topology.num_nodes) +
-            " nodes; only the direct (one NVLink domain) high-throughput kernels exist so far");
+    if (impl.topology.num_nodes > 1 && !impl.network)
+        throw UnsupportedError("switchyard: the ranks span " + std::to_string(impl.topology.num_nodes) +
+                               " nodes but the buffer has no network");
+    if (impl.topology.num_nodes > device::kHierMaxNodes)
+        throw UnsupportedError("switchyard: the high-throughput kernels across nodes support up to " +
+                               std::to_string(device::kHierMaxNodes) + " nodes, the ranks span " +
+                               std::to_string(impl.topology.num_nodes));
+}
+
+// The hierarchical path's fields of a plan (ranks on several nodes).
+template <typename Plan>
+void plan_nodes(const Buffer::Impl& impl, Plan& plan) {
+    plan.num_nodes = std::max(1, impl.topology.num_nodes);
+    plan.ranks_per_node = impl.communicator->size() / plan.num_nodes;
+    plan.gin = impl.network && impl.network->kind() == net::NetworkKind::kGin;
 }
 
 // The call's arguments, validated. A cached dispatch takes its routing (ids, layout, counts mode)
@@ -165,6 +180,7 @@ launch::HtDispatchPlan plan_dispatch(const Buffer::Impl& impl, const DispatchArg
     plan.host_synced = checked.counts == CountMode::kHostSynced;
     plan.num_sms =
         choose_num_sms(impl, checked.num_sms, checked.num_experts, extents.topk, SmModelOp::kDispatch);
+    plan_nodes(impl, plan);
     const int64_t L = extents.local_experts, worst_rows = int64_t(R) * extents.max_tokens;
     plan.rows = worst_rows;
     if (plan.layout == RecvLayout::kExpertContiguous)
@@ -190,7 +206,34 @@ std::shared_ptr<DispatchHandle> make_handle(const launch::HtDispatchPlan& plan, 
     handle->payload_kind = plan.scale_kind == device::kScaleNone ? device::kPayloadBf16 : device::kPayloadFp8;
     handle->scale_kind = plan.scale_kind;
     handle->record = plan.record;
+    handle->num_nodes = plan.num_nodes;
     return handle;
+}
+
+// The hierarchical path's arrays of the handle: the node streams (shared with a cached dispatch's
+// handle, like the routing), the records forwarded from each node (rewritten with the same values by
+// a cached dispatch, like recv_info) and the forward metadata (this dispatch's own: its weights).
+void node_arrays(Buffer::Impl& impl, const launch::HtDispatchPlan& plan, const DispatchHandle* cached,
+                 DispatchHandle& handle, cudaStream_t stream) {
+    const int64_t T = plan.extents.num_tokens, N = plan.num_nodes;
+    const int64_t words = device::HierForwardMeta::words(plan.extents.topk, plan.ranks_per_node);
+    if (cached) {
+        handle.token_node_slot = cached->token_node_slot;
+        handle.num_tokens_per_node = cached->num_tokens_per_node;
+        handle.forward_counts = cached->forward_counts;
+        handle.forward_meta =
+            impl.outputs->allocate(DType::kInt32, {N, int64_t(plan.extents.max_tokens), words}, stream);
+        return;
+    }
+    auto arrays = impl.outputs->allocate_group({{DType::kInt32, {T, N}},
+                                                {DType::kInt32, {N}},
+                                                {DType::kInt32, {N, int64_t(plan.extents.max_tokens), words}},
+                                                {DType::kInt32, {N}}},
+                                               stream);
+    handle.token_node_slot = arrays[0];
+    handle.num_tokens_per_node = arrays[1];
+    handle.forward_meta = arrays[2];
+    handle.forward_counts = arrays[3];
 }
 
 // The handle's routing arrays. A cached dispatch shares its handle's (and copies the new weights:
@@ -247,6 +290,12 @@ launch::HtDispatchViews dispatch_views(const DispatchArgs& checked, DispatchHand
     views.num_tokens_per_rank = handle.num_tokens_per_rank.data<int32_t>();
     views.num_tokens_per_expert = handle.num_tokens_per_expert.data<int32_t>();
     views.recv_info = handle.recv_info.data<int32_t>();
+    if (handle.num_nodes > 1) {
+        views.token_node_slot = handle.token_node_slot.data<int32_t>();
+        views.num_tokens_per_node = handle.num_tokens_per_node.data<int32_t>();
+        views.forward_meta = handle.forward_meta.data<int32_t>();
+        views.forward_counts = handle.forward_counts.data<int32_t>();
+    }
     return views;
 }
 
@@ -342,6 +391,7 @@ static DispatchResult run_dispatch(Buffer::Impl& impl, const DispatchArgs& args,
         const launch::LaunchContext context = impl.context(stream);
         const device::OpTrace trace = ht_trace(impl, core::TracedOp::kHtDispatch);
         routing_arrays(impl, plan, checked, cached.get(), *handle, context.stream);
+        if (plan.hierarchical()) node_arrays(impl, plan, cached.get(), *handle, context.stream);
         launch::HtDispatchViews views = dispatch_views(checked, *handle);
         views.trace = trace;
         if (!plan.cached) launch::launch_ht_routing(context, plan, views);
@@ -349,7 +399,10 @@ static DispatchResult run_dispatch(Buffer::Impl& impl, const DispatchArgs& args,
             impl.host_counts[0] = 0;
             views.host_counts = impl.host_counts_device;
         }
-        launch::launch_ht_dispatch(context, plan, views);
+        if (plan.hierarchical())
+            launch::launch_hier_dispatch(context, plan, views);
+        else
+            launch::launch_ht_dispatch(context, plan, views);
         if (plan.host_synced) take_host_counts(impl, plan, *handle, result);
         receive_outputs(impl, plan, *handle, result, views, context.stream);
         launch::launch_ht_receive(context, plan, views);
@@ -377,7 +430,11 @@ void Buffer::ht_load_kernels(const DispatchArgs& args) {
     Impl& impl = *impl_;
     require_high_throughput(impl);
     const DispatchArgs checked = checked_dispatch_args(impl, args, nullptr);
-    launch::load_ht_kernels(impl.device, plan_dispatch(impl, checked, false));
+    const launch::HtDispatchPlan plan = plan_dispatch(impl, checked, false);
+    if (plan.hierarchical())
+        launch::load_hier_kernels(impl.device, plan);
+    else
+        launch::load_ht_kernels(impl.device, plan);
 }
 
 namespace {
@@ -425,6 +482,7 @@ launch::HtCombinePlan plan_combine(const Buffer::Impl& impl, const CombineArgs& 
     plan.weighted = checked.weighted;
     plan.num_sms =
         choose_num_sms(impl, checked.num_sms, handle.num_experts, handle.topk, SmModelOp::kCombine);
+    plan_nodes(impl, plan);
     return plan;
 }
 
@@ -450,6 +508,12 @@ launch::HtCombineViews combine_views(const CombineArgs& checked, const DispatchH
     views.dispatch_row_weights = handle.row_weights.data<float>();
     views.topk_idx = handle.topk_idx.data<int32_t>();
     views.token_rank_slot = handle.token_rank_slot.data<int32_t>();
+    if (handle.num_nodes > 1) {
+        views.token_node_slot = handle.token_node_slot.data<int32_t>();
+        views.num_tokens_per_node = handle.num_tokens_per_node.data<int32_t>();
+        views.forward_meta = handle.forward_meta.data<int32_t>();
+        views.forward_counts = handle.forward_counts.data<int32_t>();
+    }
     return views;
 }
 
@@ -459,6 +523,11 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
                               cudaStream_t stream) {
     Impl& impl = *impl_;
     if (!handle) throw InvalidArgument("switchyard: combine needs the handle of the dispatch it answers");
+    require_high_throughput(impl);
+    if (handle->num_nodes != std::max(1, impl.topology.num_nodes))
+        throw InvalidArgument("switchyard: combine got the handle of a dispatch on another buffer (" +
+                              std::to_string(handle->num_nodes) + " node(s), this buffer's ranks span " +
+                              std::to_string(impl.topology.num_nodes) + ")");
     const CombineArgs checked = checked_combine_args(impl, args, *handle);
     const launch::HtCombinePlan plan = plan_combine(impl, checked, *handle);
     const int64_t T = handle->num_tokens, H = handle->hidden, K = handle->topk;
@@ -471,7 +540,10 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
             result.combined_topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, context.stream);
         launch::HtCombineViews views = combine_views(checked, *handle, result);
         views.trace = ht_trace(impl, core::TracedOp::kHtCombine);
-        launch::launch_ht_combine(context, plan, views);
+        if (plan.hierarchical())
+            launch::launch_hier_combine(context, plan, views);
+        else
+            launch::launch_ht_combine(context, plan, views);
     });
     return result;
 }

@@ -9,6 +9,7 @@
 #include "core/buffer_sizing.hpp"
 #include "core/validation.hpp"
 #include "jit/jit.hpp"
+#include "launch/hier_launch.hpp"
 #include "launch/ht_launch.hpp"
 #include "launch/ll_launch.hpp"
 #include "launch/ll_net_launch.hpp"
@@ -61,11 +62,12 @@ size_t output_pool_reserve_bytes(const BufferConfig& config, int num_ranks) {
     return static_cast<size_t>(std::min<int64_t>(bytes + bytes / 8, int64_t(1) << 30));
 }
 
-// [chunks][E + R] tagged totals for T_max tokens at the largest top-k, then the epoch word.
-device::RoutingScratch routing_scratch_extent(const BufferConfig& config, int num_ranks) {
+// [chunks][E + R (+ nodes)] tagged totals for T_max tokens at the largest top-k, then the epoch word.
+device::RoutingScratch routing_scratch_extent(const BufferConfig& config, int num_ranks, int num_nodes) {
     device::RoutingScratch scratch;
     scratch.max_chunks = device::layout_num_chunks(config.max_tokens_per_rank, config.max_topk);
-    scratch.total_words = int64_t(scratch.max_chunks) * (config.max_experts + num_ranks);
+    scratch.total_words =
+        int64_t(scratch.max_chunks) * (config.max_experts + device::routing_rank_columns(num_ranks, num_nodes));
     return scratch;
 }
 
@@ -195,7 +197,7 @@ BufferSizes buffer_sizes(const BufferConfig& given, int num_ranks, int num_nodes
     sizes.ll_zero_copy = layout.ll_zero_copy_bytes;
     sizes.symmetric = layout.total_bytes;
     sizes.output_pool_reserve = int64_t(core::output_pool_reserve_bytes(config, num_ranks));
-    sizes.routing_scratch = int64_t(core::routing_scratch_extent(config, num_ranks).bytes());
+    sizes.routing_scratch = int64_t(core::routing_scratch_extent(config, num_ranks, num_nodes).bytes());
     sizes.total = sizes.symmetric + sizes.output_pool_reserve + sizes.routing_scratch;
     return sizes;
 }
@@ -302,7 +304,13 @@ void ht_load_kernels(int device, const HtDispatchShape& shape) {
     plan.scale_kind = kinds.scale_kind;
     plan.record = device::RecordLayout::dispatch(shape.hidden, kinds.record_payload, kinds.scale_kind, shape.topk);
     plan.layout = shape.layout;
-    launch::load_ht_kernels(device, plan);
+    plan.num_nodes = std::max(1, shape.num_nodes);
+    plan.gin = shape.network_backend == NetworkBackend::kGin;
+    // As Buffer::ht_load_kernels (core/ht_ops.cpp).
+    if (plan.hierarchical())
+        launch::load_hier_kernels(device, plan);
+    else
+        launch::load_ht_kernels(device, plan);
 }
 
 // --- LL ----------------------------------------------------------------------------------------------

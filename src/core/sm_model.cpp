@@ -60,6 +60,18 @@ SmModelResult model_num_sms(const SmModelInput& input) {
         input.num_nodes > 1 ? result.expected_nodes_per_token * (input.num_nodes - 1.0) / input.num_nodes
                             : 0.0;
 
+    if (input.num_nodes > 1) {
+        // The hierarchical kernels (several nodes): each token crosses the network once per other
+        // destination node, so the network is the link to keep busy, and the SMs move more than a
+        // direct copy per token byte. Dispatch: the senders read the token and write one record per
+        // destination node (N_d), the forwarders read those and write one row per destination rank
+        // (D). Combine: the contributors read their rows (D) and write them to the forwarders, which
+        // read them and write one partial per node (N_d), which the homes read.
+        const double nodes = result.expected_nodes_per_token;
+        const bool dispatch = input.op == SmModelOp::kDispatch;
+        result.sm_read_bytes_per_token = dispatch ? 1.0 + nodes : 2.0 * d + nodes;
+        result.sm_write_bytes_per_token = nodes + d;
+    }
     const int budget =
         input.max_sms > 0 ? std::min(input.max_sms, input.num_device_sms) : input.num_device_sms;
     const double nvlink_time = nvlink_bytes / bw.nvlink_gbps, rdma_time = rdma_bytes / bw.rdma_gbps;
@@ -71,7 +83,7 @@ SmModelResult model_num_sms(const SmModelInput& input) {
         result.num_sms -= result.num_sms % 2;
         return result;
     }
-    const bool rdma_bound = rdma_time > nvlink_time;
+    const bool rdma_bound = input.num_nodes > 1 || rdma_time > nvlink_time;
     result.bottleneck = rdma_bound ? "rdma" : "nvlink";
     result.link_gbps = rdma_bound ? bw.rdma_gbps : bw.nvlink_gbps;
     result.link_bytes_per_token = rdma_bound ? rdma_bytes : nvlink_bytes;

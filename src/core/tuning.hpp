@@ -46,6 +46,24 @@ constexpr double kHtCombineSendFraction = 10.0 / kHtCombineWarps;
 constexpr int kHtReceiveThreads = 256;
 constexpr int kHtReceiveBlocksPerSm = 4;
 
+// --- Hierarchical HT (ranks on several nodes) ---------------------------------------------------------
+// A dispatch block's warps split into senders (tokens into the node streams) and forwarders
+// (arrived records to the ranks of this node); both stage records, so the block has as many
+// warps as the direct path's stage budget holds (at least one of each). A forwarder writes each
+// record to about as many ranks as the token reaches in the node, and forwards the records of
+// every source node into this one, so it gets two thirds of the warps.
+constexpr int hier_dispatch_warps(int64_t stage_bytes) {
+    const int warps = ht_dispatch_warps(stage_bytes);
+    return warps < 2 ? 2 : warps;
+}
+constexpr int hier_dispatch_send_warps(int warps) {
+    return warps / 3 < 1 ? 1 : warps / 3;
+}
+// Tokens a sender warp claims and walks as one run: after a run it makes the run's records visible
+// and adds them to their batches (a system fence and an atomic per node), so runs are not single
+// tokens; a batch is sent when its last run is added.
+constexpr int kHierDispatchClaimTokens = 8;
+
 // --- Low latency --------------------------------------------------------------------------------
 // Warps per block of every LL kernel: a template argument of the kernels and the launch's block.
 constexpr int kLlWarps = 8;

@@ -40,6 +40,11 @@ struct HtDispatchPlan {
     bool zero_padding = false;
     bool host_synced = false;  // the host waits for this rank's counts between dispatch and receive
     int num_sms = 1;
+    // Ranks on several nodes: the hierarchical kernels (launch/hier_launch.hpp) on the network
+    // backend of the buffer (GIN kernels come from the nvcc path).
+    int32_t num_nodes = 1, ranks_per_node = 1;
+    bool gin = false;
+    bool hierarchical() const { return num_nodes > 1; }
     // Rows of the outputs: the worst case until the host has this rank's counts (host-synced).
     int64_t rows = 0;         // rank-major
     int64_t expert_rows = 0;  // expert-major (masked: L * R * T_max)
@@ -57,6 +62,11 @@ struct HtDispatchViews {
     int32_t* num_tokens_per_expert = nullptr;        // [E]
     int32_t* recv_info = nullptr;                    // device::HtRecvInfoLayout
     int32_t* host_counts = nullptr;                  // host-synced: mapped host memory for the counts
+    // Hierarchical: the node streams (routing kernel) and what the forwarders keep for the combine.
+    int32_t* token_node_slot = nullptr;      // [T, N]
+    int32_t* num_tokens_per_node = nullptr;  // [N]
+    int32_t* forward_meta = nullptr;         // [N][T_max][HierForwardMeta words]
+    int32_t* forward_counts = nullptr;       // [N]
     // Per received rank-major row (for combine), and the expert-major outputs.
     int32_t* row_src_token = nullptr;
     int32_t* row_combine_slot = nullptr;
@@ -84,6 +94,9 @@ struct HtCombinePlan {
     int32_t mode = device::kHtCombineRankMajor;  // device::HtCombineMode
     bool weighted = false;
     int num_sms = 1;
+    int32_t num_nodes = 1, ranks_per_node = 1;  // as HtDispatchPlan
+    bool gin = false;
+    bool hierarchical() const { return num_nodes > 1; }
 };
 
 struct HtCombineViews {
@@ -101,6 +114,11 @@ struct HtCombineViews {
     const float* dispatch_row_weights = nullptr;
     const int32_t* topk_idx = nullptr;
     const int32_t* token_rank_slot = nullptr;
+    // Hierarchical: the dispatch handle's node streams and forward metadata.
+    const int32_t* token_node_slot = nullptr;
+    const int32_t* num_tokens_per_node = nullptr;
+    const int32_t* forward_meta = nullptr;
+    const int32_t* forward_counts = nullptr;
     device::OpTrace trace{};
 };
 

@@ -21,6 +21,9 @@ std::vector<jit::KernelSource> barrier_catalog();
 std::vector<jit::KernelSource> routing_catalog();
 std::vector<jit::KernelSource> ht_catalog(const CatalogShape& shape);
 std::vector<jit::KernelSource> ll_catalog(const CatalogShape& shape);
+// The hierarchical HT kernels (several nodes) on the emulated network; their GIN instantiations
+// compile with nvcc and are listed apart (launch/hier_launch.hpp, hier_gin_catalog).
+std::vector<jit::KernelSource> hier_catalog(const CatalogShape& shape);
 
 // All of the above, in that order.
 std::vector<jit::KernelSource> kernel_catalog(const CatalogShape& shape = {});

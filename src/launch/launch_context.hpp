@@ -49,7 +49,9 @@ void launch_barrier(const LaunchContext& context);
 // and LL kernels, whose templates depend on the op's shape, are loaded by Buffer::ht_load_kernels
 // and Buffer::ll_load_kernels.
 void preload_barrier(int device);
-void preload_routing(int device);  // every routing kernel (both index types, with or without histogram)
+// Every routing kernel (both index types, with or without histogram); `nodes`: those with the node
+// columns of a buffer spanning nodes instead.
+void preload_routing(int device, bool nodes = false);
 
 // Dispatch layout kernel over `args` (its scratch and diagnostics are filled from the context).
 void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64);

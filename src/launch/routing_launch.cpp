@@ -15,18 +15,21 @@ namespace switchyard::launch {
 
 namespace {
 
-// The routing kernels: per index type, with per-warp counts in shared memory or without.
-const jit::CachedKernel& cached_routing(bool index_is_int64, bool histogram) {
-    auto source = [](bool int64, bool with_histogram) {
+// The routing kernels: per index type, with per-warp counts in shared memory or without, with the
+// node columns of a buffer spanning nodes or without.
+const jit::CachedKernel& cached_routing(bool index_is_int64, bool histogram, bool nodes = false) {
+    auto source = [](bool int64, bool with_histogram, bool with_nodes) {
         return jit::KernelSource{"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
                                  std::string("switchyard::device::routing_kernel<") +
-                                     (int64 ? "long long" : "int") + ", " +
-                                     (with_histogram ? "true" : "false") + ">"};
+                                     (int64 ? "long long" : "int") + ", " + (with_histogram ? "true" : "false") +
+                                     (with_nodes ? ", true" : "") + ">"};
     };
-    static const jit::CachedKernel kernels[2][2] = {
-        {jit::CachedKernel(source(false, false)), jit::CachedKernel(source(false, true))},
-        {jit::CachedKernel(source(true, false)), jit::CachedKernel(source(true, true))}};
-    return kernels[index_is_int64][histogram];
+    static const jit::CachedKernel kernels[2][2][2] = {
+        {{jit::CachedKernel(source(false, false, false)), jit::CachedKernel(source(false, false, true))},
+         {jit::CachedKernel(source(false, true, false)), jit::CachedKernel(source(false, true, true))}},
+        {{jit::CachedKernel(source(true, false, false)), jit::CachedKernel(source(true, false, true))},
+         {jit::CachedKernel(source(true, true, false)), jit::CachedKernel(source(true, true, true))}}};
+    return kernels[index_is_int64][histogram][nodes];
 }
 
 // Where the routing kernel of an HT dispatch sends the op's counts notify.
@@ -43,9 +46,9 @@ device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t lo
 
 }  // namespace
 
-void preload_routing(int device) {
+void preload_routing(int device, bool nodes) {
     for (bool index_is_int64 : {false, true})
-        for (bool histogram : {false, true}) cached_routing(index_is_int64, histogram).get(device);
+        for (bool histogram : {false, true}) cached_routing(index_is_int64, histogram, nodes).get(device);
 }
 
 void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool index_is_int64) {
@@ -55,22 +58,24 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
     args.num_chunks = device::layout_num_chunks(args.num_tokens, args.topk);
     // The buffer's own scratch (sized for its capacities at creation): no allocation per call, and
     // it outlives any graph that captures this launch.
-    const int64_t needed = int64_t(args.num_chunks) * (args.num_experts + args.num_ranks);
+    const bool nodes = args.num_nodes > 1;
+    const int32_t rank_columns = device::routing_rank_columns(args.num_ranks, args.num_nodes);
+    const int64_t needed = int64_t(args.num_chunks) * (args.num_experts + rank_columns);
     if (needed > scratch.total_words || args.num_chunks > scratch.max_chunks)
         throw InvalidArgument("switchyard: dispatch layout needs " + std::to_string(needed) +
                               " scratch words but the buffer has " + std::to_string(scratch.total_words) +
                               " (tokens, top-k or experts beyond the buffer's capacities)");
     args.chunk_totals = scratch.words;
     args.epoch_word = scratch.epoch();
-    const bool histogram = device::layout_uses_histogram(args.num_experts, args.num_ranks);
-    const jit::Kernel& kernel = cached_routing(index_is_int64, histogram).get(context.device);
+    const bool histogram = device::layout_uses_histogram(args.num_experts, rank_columns);
+    const jit::Kernel& kernel = cached_routing(index_is_int64, histogram, nodes).get(context.device);
 
     jit::LaunchConfig config;
     // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
     // rank's budget; a block takes several chunks when there are more.
     config.grid[0] = unsigned(std::min(args.num_chunks, std::max(1, context.sm_budget)));
     config.block[0] = device::kLayoutThreads;
-    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, args.num_ranks, histogram));
+    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, rank_columns, histogram));
     config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
@@ -96,16 +101,26 @@ void launch_ht_routing(const LaunchContext& context, const HtDispatchPlan& plan,
         args.weights_copy = views.weights_copy;
     }
     args.trace = views.trace;
-    // The routing kernel sends the counts notify as soon as it has the totals.
-    args.notify = ht_notify_target(context, plan.extents.local_experts);
+    if (plan.hierarchical()) {
+        // Across nodes the routing also gives each token's slot in the stream to each node; the
+        // counts go out from the hierarchical dispatch kernel (kernels see only their own node).
+        args.num_nodes = plan.num_nodes;
+        args.ranks_per_node = plan.ranks_per_node;
+        args.token_node_slot = views.token_node_slot;
+        args.num_tokens_per_node = views.num_tokens_per_node;
+    } else {
+        // The routing kernel sends the counts notify as soon as it has the totals.
+        args.notify = ht_notify_target(context, plan.extents.local_experts);
+    }
     launch_routing(context, args, plan.index_is_int64);
 }
 
 std::vector<jit::KernelSource> routing_catalog() {
     std::vector<jit::KernelSource> sources;
-    for (bool index_is_int64 : {false, true})
-        for (bool histogram : {true, false})
-            sources.push_back(cached_routing(index_is_int64, histogram).source());
+    for (bool nodes : {false, true})
+        for (bool index_is_int64 : {false, true})
+            for (bool histogram : {true, false})
+                sources.push_back(cached_routing(index_is_int64, histogram, nodes).source());
     return sources;
 }
 

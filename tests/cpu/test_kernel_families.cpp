@@ -68,6 +68,7 @@ SY_TEST(KernelCatalog, WellFormed) {
         {"routing", launch::routing_catalog()},
         {"ht", launch::ht_catalog({})},
         {"ll", launch::ll_catalog({})},
+        {"hier", launch::hier_catalog({})},
     };
     // Every launcher lists its family (or families), and no family belongs to two launchers.
     std::map<std::string, std::string> owner;  // family -> launcher
@@ -131,8 +132,8 @@ std::vector<jit::KernelSource> requested_catalog(const std::string& spec) {
             SY_CHECK_MSG(false, "SWITCHYARD_TEST_FULL_CATALOG item '" << item << "' is not [ht:|ll:]HxK");
         std::vector<jit::KernelSource> part;
         if (families != "ll")
-            for (auto family :
-                 {launch::barrier_catalog(), launch::routing_catalog(), launch::ht_catalog(shape)})
+            for (auto family : {launch::barrier_catalog(), launch::routing_catalog(), launch::ht_catalog(shape),
+                                launch::hier_catalog(shape)})
                 part.insert(part.end(), family.begin(), family.end());
         if (families != "ht") {
             const auto ll = launch::ll_catalog(shape);

@@ -3,11 +3,13 @@
 // library's GIN set-up kernels, through the nvcc path against the NCCL headers the library was
 // built with (skipped, saying why, where nvcc or those headers are missing). No spills.
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "common/testing.hpp"
 #include "jit/jit.hpp"
 #include "jit/nvcc_program.hpp"
+#include "launch/hier_launch.hpp"
 #include "net/gin_kernels.hpp"
 #include "switchyard/errors.hpp"
 
@@ -76,6 +78,24 @@ SY_TEST(NetKernels, GinCheckCompilesWithNvcc) {
 SY_TEST(NetKernels, GinSetupKernelsCompileWithNvcc) {
     toolchain_or_skip();
     for (const jit::KernelSource& source : net::gin_setup_catalog()) compile_with_nvcc(source, "sm_90a");
+}
+
+SY_TEST(NetKernels, HierarchicalGinKernelsCompileWithNvcc) {
+    // One GIN instantiation of each hierarchical HT family (their emulated twins compile with the
+    // catalog, KernelFamilies.CompileForSm90aWithoutSpills).
+    toolchain_or_skip();
+    std::set<std::string> families;
+    for (const jit::KernelSource& source : launch::hier_gin_catalog({}))
+        if (families.insert(source.family).second) compile_with_nvcc(source, "sm_90a");
+    SY_CHECK_EQ(families.size(), size_t(2));
+}
+
+SY_TEST(NetKernels, HierarchicalKernelsOnGinStopUnderNvrtc) {
+    // The GIN instantiations need the nvcc path; under NVRTC they stop with the backend's message.
+    jit::CompileOptions options;
+    options.arch = "sm_90a";
+    SY_CHECK_THROWS_WITH(jit::compile(launch::hier_gin_catalog({})[0], options), CompileError,
+                         "this network backend is not compiled in");
 }
 
 SY_TEST(NetKernels, EntrySymbolIsFoundByName) {

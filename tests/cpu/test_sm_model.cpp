@@ -1,5 +1,6 @@
 // The analytical SM model on hand-computed cases.
 #include <cmath>
+#include <cstdio>
 
 #include "common/testing.hpp"
 #include "switchyard/errors.hpp"
@@ -75,17 +76,43 @@ SY_TEST(SmModel, Ep8AndBudget) {
 }
 
 SY_TEST(SmModel, TwoNodesRdmaBound) {
-    // 2 nodes x 8 ranks over 46 GB/s RDMA: RDMA bytes = N_d * 1/2 with N_d = 1.99302 -> 0.99651;
-    // NVLink bytes = D16 * 7/16. RDMA time dominates; token rate = 46 / 0.99651 = 46.161 GB/s;
-    // writes: 46.161 * D16 / 65 with D16 = expected_distinct_groups(256, 8, 16).
+    // 2 nodes x 8 ranks over 46 GB/s RDMA, the hierarchical dispatch: RDMA bytes = N_d * 1/2 with
+    // N_d = 1.99302 -> 0.99651; token rate = 46 / 0.99651 = 46.161 GB/s; the SMs write a record per
+    // destination node and a row per destination rank: 46.161 * (N_d + D16) / 65 with
+    // D16 = expected_distinct_groups(256, 8, 16); they read 1 + N_d.
     SmModelInput input;
     input.num_ranks = 16;
     input.num_nodes = 2;
-    const SmModelResult result = model_num_sms(input);
+    SmModelResult result = model_num_sms(input);
     SY_CHECK_EQ(result.bottleneck, std::string("rdma"));
     const double d16 = expected_distinct_groups(256, 8, 16);
-    SY_CHECK(near(result.exact_sms, 46.0 / 0.9965100577 * d16 / 65.0, 1e-6));
+    const double nodes = 1.9930201154;
+    SY_CHECK(near(result.expected_nodes_per_token, nodes, 1e-6));
+    SY_CHECK(near(result.sm_write_bytes_per_token, nodes + d16, 1e-6));
+    SY_CHECK(near(result.sm_read_bytes_per_token, 1.0 + nodes, 1e-6));
+    SY_CHECK(near(result.exact_sms, 46.0 / 0.9965100577 * (nodes + d16) / 65.0, 1e-5));
     SY_CHECK_EQ(result.num_sms % 2, 0);
+    // The combine: reads 2 D + N_d, writes D + N_d at the combine's sending share of the write rate.
+    input.op = SmModelOp::kCombine;
+    result = model_num_sms(input);
+    SY_CHECK(near(result.sm_read_bytes_per_token, 2.0 * d16 + nodes, 1e-6));
+    SY_CHECK(near(result.exact_sms, 46.0 / 0.9965100577 * (nodes + d16) / (65.0 * 10.0 / 16.0), 1e-5));
+}
+
+SY_TEST(SmModel, TwoNodesOfTwoRanksStayWithinSixteenSms) {
+    // The acceptance shape: 2 emulated nodes x 2 ranks, DeepSeek-V3 routing, 46 GB/s: both ops within
+    // the 16 SMs per rank the target allows, even.
+    SmModelInput input;
+    input.num_ranks = 4;
+    input.num_nodes = 2;
+    input.max_sms = 33;
+    for (SmModelOp op : {SmModelOp::kDispatch, SmModelOp::kCombine}) {
+        input.op = op;
+        const SmModelResult result = model_num_sms(input);
+        std::printf("  2x2 %s: %d SMs (exact %.2f)\n", op == SmModelOp::kDispatch ? "dispatch" : "combine",
+                    result.num_sms, result.exact_sms);
+        SY_CHECK(result.num_sms >= 2 && result.num_sms <= 16 && result.num_sms % 2 == 0);
+    }
 }
 
 SY_TEST(SmModel, SingleRankIsLocal) {

@@ -7,7 +7,9 @@
 //   HT dispatch receive:  R * T_max * max_dispatch_record           (worst case: every token of
 //                         every source reaches this rank once)
 //   HT combine receive:   K * T_max * combine_record                 (one slot per top-k entry, so
-//                         the home rank can reduce in a fixed order)
+//                         the home rank can reduce in a fixed order; none across nodes)
+//   across nodes:         the hierarchical HT regions (hier/hier_layout.cuh): about
+//                         3 N T_max forward records + (C + 2) N T_max combine records
 //   LL (two sets, so two ops can be in flight; ll/ll_layout.cuh):
 //                         2 * (R * header + R * T_ll * max_dispatch_record + K * T_ll * combine_row)
 //                         a token crosses to a rank once and is spread to its experts on arrival;
@@ -25,6 +27,7 @@
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/record_layout.cuh"
 #include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/hier/hier_layout.cuh"
 #include "switchyard/ll/ll_layout.cuh"
 
 namespace switchyard::device {
@@ -39,7 +42,10 @@ struct BufferCapacity {
     bool high_throughput;
     bool low_latency;
     bool ll_zero_copy_combine;  // reserve the LL zero-copy combine send area
-    int32_t num_nodes;          // nodes the ranks span (0 or 1: one node)
+    // Ranks on several nodes (equal blocks of consecutive ranks): the hierarchical HT regions
+    // (hier/hier_layout.cuh) instead of the direct combine region, and the LL forward area.
+    // 0 or 1: one node.
+    int32_t num_nodes;
 };
 
 struct BufferLayout {
@@ -52,13 +58,16 @@ struct BufferLayout {
     LlSetLayout ll_set{};                                     // inside each LL set
     int64_t ll_forward_offset = 0, ll_forward_bytes = 0;      // across nodes: the combine's forward area
     int64_t ll_zero_copy_offset = 0, ll_zero_copy_bytes = 0;  // bf16 [L, R*T_ll, H_max] or none
+    HierLayout hier{};                                        // several nodes: the hierarchical HT regions
     int64_t total_bytes = 0;
 
     SY_HOST_DEVICE static BufferLayout make(const BufferCapacity& capacity) {
         BufferLayout layout;
-        layout.workspace = WorkspaceLayout::make(capacity.num_ranks,
-                                                 int32_t(ceil_div(capacity.max_experts, capacity.num_ranks)),
-                                                 capacity.high_throughput ? capacity.max_tokens_per_rank : 0);
+        const bool hierarchical = capacity.high_throughput && capacity.num_nodes > 1;
+        const int32_t max_local_experts = int32_t(ceil_div(capacity.max_experts, capacity.num_ranks));
+        layout.workspace = WorkspaceLayout::make(
+            capacity.num_ranks, max_local_experts, capacity.high_throughput ? capacity.max_tokens_per_rank : 0,
+            hierarchical ? capacity.num_nodes : 1, hierarchical ? hier_num_batches(capacity.num_nodes) : 0);
         int64_t offset = align_up(layout.workspace.total_bytes, kRegionAlignment);
         const int64_t dispatch_record =
             RecordLayout::max_dispatch_bytes(capacity.max_hidden, capacity.max_topk);
@@ -69,10 +78,17 @@ struct BufferLayout {
             layout.ht_dispatch_bytes =
                 int64_t(capacity.num_ranks) * capacity.max_tokens_per_rank * dispatch_record;
             offset = align_up(offset + layout.ht_dispatch_bytes, kRegionAlignment);
+            // Across nodes the combine goes through the hierarchical regions instead.
             layout.ht_combine_offset = offset;
             layout.ht_combine_bytes =
-                int64_t(capacity.max_topk) * capacity.max_tokens_per_rank * combine_record;
+                hierarchical ? 0 : int64_t(capacity.max_topk) * capacity.max_tokens_per_rank * combine_record;
             offset = align_up(offset + layout.ht_combine_bytes, kRegionAlignment);
+        }
+        if (hierarchical) {
+            layout.hier = HierLayout::make(capacity.num_nodes, capacity.num_ranks / capacity.num_nodes,
+                                           capacity.max_tokens_per_rank, capacity.max_hidden, capacity.max_topk,
+                                           max_local_experts, offset, kRegionAlignment);
+            offset = layout.hier.counts_send_offset + layout.hier.total_bytes;
         }
         if (capacity.low_latency) {
             const int32_t local_experts = int32_t(ceil_div(capacity.max_experts, capacity.num_ranks));

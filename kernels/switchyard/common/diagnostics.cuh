@@ -41,6 +41,12 @@ enum Phase : int32_t {
     kPhaseLlFlowControl = 7,
     kPhaseLayout = 8,
     kPhaseNetwork = 9,  // a wait of the scale-out transport (transport/net.cuh)
+    // The hierarchical HT path's waits on the network (hier/): a rail peer's counts, a batch of its
+    // records, a batch of a node's combine partials, its combine entry or its combine weights.
+    kPhaseHierCounts = 10,
+    kPhaseHierDispatch = 11,
+    kPhaseHierCombine = 12,
+    kPhaseHierEntry = 13,
 };
 
 // Words of kind-specific detail in an error record. Invalid routing: token, slot (the value is in

@@ -64,7 +64,15 @@ enum Counter : int32_t {
     // LL across nodes: the latest combine send sequence for which this rank's forward area may be
     // written (its earlier forward puts have read their sources). Node-mates read it (NVLink).
     kCounterLlNetForwardReady = kCounterTraceBlocks + 1,
-    kNumCounters = kCounterLlNetForwardReady + 1,
+    // Hierarchical HT (ranks on several nodes): the dispatches so far (their parity picks the copy of
+    // the network receive regions and signals, hier/hier_layout.cuh), and the combines that began
+    // with an entry handshake over the network (the target of the entry signals). Advanced by the
+    // kernels' last blocks.
+    kCounterHierDispatches = kCounterLlNetForwardReady + 1,
+    kCounterHierCombineEntries = kCounterLlNetForwardReady + 2,
+    // Hierarchical combines whose homes sent their top-k weights to the forwarders (flat weighted).
+    kCounterHierWeightRounds = kCounterLlNetForwardReady + 3,
+    kNumCounters = kCounterHierWeightRounds + 1,
 };
 
 // 64-bit words of the HT notify entry one source writes to each destination: {sequence,
@@ -109,6 +117,17 @@ struct WorkspaceLayout {
     int64_t ht_combine_consumed_offset = 0;
     int64_t ht_combine_ready_offset = 0;  // [chunks] uint64, local: sequence of the op whose rows of
                                           // the chunk have all arrived (for the chunk's other warps)
+    // Hierarchical HT (num_nodes > 1; hier/hier_layout.cuh), all local to this rank:
+    int32_t hier_nodes = 1, hier_ranks_per_node = 1, hier_batches = 0;
+    int64_t hier_staged_offset = 0;    // [2 ops][N][batches] uint32: records of a batch written so
+                                       // far by the op's writers (dispatch senders, combine reducers);
+                                       // the one that completes a batch sends it. Reset by the last block.
+    int64_t hier_consumed_offset = 0;  // [3][N][batches] uint64: batch signals consumed so far, per
+                                       // dispatch parity (0, 1) and for the combine (2)
+    int64_t hier_ready_offset = 0;     // [2 ops][batches] uint64: sequence of the op whose batch of
+                                       // this rank's own node is written (dispatch, combine)
+    int64_t hier_offsets_ready_offset = 0;  // uint64: sequence of the dispatch whose offsets are set
+    int64_t hier_offsets_offset = 0;        // [R][G] int32: first row of source s at node rank g
     int64_t total_bytes = 0;
 
     // Bytes the LL signal area reserves: per set and source 256 bytes, per peer 256 bytes more.
@@ -117,8 +136,11 @@ struct WorkspaceLayout {
     }
 
     // `max_tokens`: HT T_max (0 without high-throughput ops: no combine arrival counters).
+    // `num_nodes` > 1: the hierarchical HT path's words (`hier_batches` batches per stream); its
+    // combine counts arrivals per (source node, chunk of stream slots) and contributing rank.
     SY_HOST_DEVICE static WorkspaceLayout make(int32_t num_ranks, int32_t max_local_experts = 0,
-                                               int32_t max_tokens = 0) {
+                                               int32_t max_tokens = 0, int32_t num_nodes = 1,
+                                               int32_t hier_batches = 0) {
         WorkspaceLayout layout;
         layout.num_ranks = num_ranks;
         layout.max_local_experts = max_local_experts;
@@ -143,7 +165,8 @@ struct WorkspaceLayout {
         layout.ll_signals_offset = offset;
         layout.ll_signals_bytes = ll_signal_bytes_for(num_ranks);
         offset += layout.ll_signals_bytes;
-        layout.ht_combine_chunks = int32_t(ceil_div(max_tokens, kHtCombineChunkTokens));
+        const int32_t nodes = num_nodes > 1 ? num_nodes : 1;
+        layout.ht_combine_chunks = nodes * int32_t(ceil_div(max_tokens, kHtCombineChunkTokens));
         const int64_t chunk_counters =
             align_up(int64_t(layout.ht_combine_chunks) * num_ranks * 8, kAlignment);
         layout.ht_combine_arrivals_offset = offset;
@@ -152,6 +175,22 @@ struct WorkspaceLayout {
         offset += chunk_counters;
         layout.ht_combine_ready_offset = offset;
         offset += align_up(int64_t(layout.ht_combine_chunks) * 8, kAlignment);
+        if (num_nodes > 1 && max_tokens > 0) {
+            const int64_t per_op = int64_t(num_nodes) * hier_batches;
+            layout.hier_nodes = num_nodes;
+            layout.hier_ranks_per_node = num_ranks / num_nodes;
+            layout.hier_batches = hier_batches;
+            layout.hier_staged_offset = offset;
+            offset += align_up(2 * per_op * 4, kAlignment);
+            layout.hier_consumed_offset = offset;
+            offset += align_up(3 * per_op * 8, kAlignment);
+            layout.hier_ready_offset = offset;
+            offset += align_up(2 * int64_t(hier_batches) * 8, kAlignment);
+            layout.hier_offsets_ready_offset = offset;
+            offset += kAlignment;
+            layout.hier_offsets_offset = offset;
+            offset += align_up(int64_t(num_ranks) * layout.hier_ranks_per_node * 4, kAlignment);
+        }
         layout.total_bytes = align_up(offset, 4096);
         return layout;
     }
@@ -185,6 +224,25 @@ struct WorkspaceLayout {
     }
     SY_HOST_DEVICE uint64_t* ht_combine_ready(uint8_t* base, int32_t chunk) const {
         return reinterpret_cast<uint64_t*>(base + ht_combine_ready_offset) + chunk;
+    }
+    // Hierarchical words; `op` 0 = dispatch, 1 = combine.
+    SY_HOST_DEVICE uint32_t* hier_staged(uint8_t* base, int32_t op, int32_t node, int32_t batch) const {
+        return reinterpret_cast<uint32_t*>(base + hier_staged_offset) +
+               (int64_t(op) * hier_nodes + node) * hier_batches + batch;
+    }
+    // `kind` 0, 1: the dispatch batch signals of that parity; 2: the combine's.
+    SY_HOST_DEVICE uint64_t* hier_consumed(uint8_t* base, int32_t kind, int32_t node, int32_t batch) const {
+        return reinterpret_cast<uint64_t*>(base + hier_consumed_offset) +
+               (int64_t(kind) * hier_nodes + node) * hier_batches + batch;
+    }
+    SY_HOST_DEVICE uint64_t* hier_ready(uint8_t* base, int32_t op, int32_t batch) const {
+        return reinterpret_cast<uint64_t*>(base + hier_ready_offset) + int64_t(op) * hier_batches + batch;
+    }
+    SY_HOST_DEVICE uint64_t* hier_offsets_ready(uint8_t* base) const {
+        return reinterpret_cast<uint64_t*>(base + hier_offsets_ready_offset);
+    }
+    SY_HOST_DEVICE int32_t* hier_offsets(uint8_t* base) const {
+        return reinterpret_cast<int32_t*>(base + hier_offsets_offset);
     }
     SY_HOST_DEVICE uint64_t* ht_combine_consumed(uint8_t* base, int32_t chunk, int32_t source) const {
         return reinterpret_cast<uint64_t*>(base + ht_combine_consumed_offset) + int64_t(chunk) * num_ranks +

@@ -1,6 +1,7 @@
 // Dispatch routing from topk_idx: per-rank and per-expert token counts, the token-in-rank mask,
 // each token's slot in each destination rank and each (token, k)'s position among this rank's
-// rows for that expert.
+// rows for that expert; across nodes (kNodes) also each token's slot in the stream of tokens this
+// rank sends to each node, and the tokens per node.
 //
 // Slots are deterministic prefix sums in token order, so layouts are reproducible bit for bit.
 // One kernel over chunks of tokens (one thread per (token, k) entry of a chunk); a block takes
@@ -21,9 +22,10 @@
 // counts notify to every peer right then (transport/counts_exchange.cuh), instead of the dispatch
 // kernel after this grid ends: when a chunk had invalid ids or the buffer is poisoned, a notify
 // that announces the failure instead of counts, so every peer stops at once.
-// Up to kLayoutHistogramColumns columns (experts + ranks) the per-warp counts live in shared memory
-// (kHistogram); beyond, warps take turns in entry order. The choice is fixed per op shape: a
-// template argument (src/launch/routing_launch.cpp).
+// Up to kLayoutHistogramColumns columns (experts + ranks, + nodes) the per-warp counts live in shared
+// memory (kHistogram); beyond, warps take turns in entry order. The choice is fixed per op shape: a
+// template argument (src/launch/routing_launch.cpp). kNodes adds one column per node: a token counts
+// once per destination node (its first entry there leads), as it does once per destination rank.
 #pragma once
 
 #include "switchyard/common/base.cuh"
@@ -59,6 +61,11 @@ struct RoutingArgs {
     Diagnostics diagnostics;
     OpTrace trace;          // the HT dispatch's timeline (common/op_trace.cuh); null slots when off
     HtNotifyTarget notify;  // an HT dispatch's counts notify (peer_bases null: none)
+    // kNodes (ranks on several nodes): nodes of ranks_per_node consecutive ranks each.
+    int32_t num_nodes;
+    int32_t ranks_per_node;
+    int32_t* token_node_slot;      // [T, N] slot in the stream of tokens to that node, -1 if none
+    int32_t* num_tokens_per_node;  // [N]
 };
 
 constexpr int kLayoutThreads = 1024;
@@ -102,6 +109,7 @@ constexpr int32_t kLayoutWarps = kLayoutThreads / 32;
 // Dynamic shared memory: the chunk's totals and starting offsets per column, per entry its expert
 // id, whether it leads its token's entries for that rank, a partial-sum area, and (histogram)
 // the per-warp counts.
+// `num_ranks` counts the node columns too where there are any (routing_columns).
 SY_HOST_DEVICE int64_t layout_shared_bytes(int32_t num_experts, int32_t num_ranks, bool histogram) {
     const int64_t columns = align_up(int64_t(num_experts + num_ranks), 4);
     return 2 * columns * 4 + int64_t(kLayoutThreads) * (4 + 4 + 4) +
@@ -109,6 +117,10 @@ SY_HOST_DEVICE int64_t layout_shared_bytes(int32_t num_experts, int32_t num_rank
 }
 SY_HOST_DEVICE bool layout_uses_histogram(int32_t num_experts, int32_t num_ranks) {
     return num_experts + num_ranks <= kLayoutHistogramColumns;
+}
+// Columns past the experts: the ranks, and the nodes when the ranks span several.
+SY_HOST_DEVICE int32_t routing_rank_columns(int32_t num_ranks, int32_t num_nodes) {
+    return num_ranks + (num_nodes > 1 ? num_nodes : 0);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -135,7 +147,7 @@ SY_DEVICE LayoutEntry entry_of(const RoutingArgs& args, int chunk) {
 // Loads this thread's expert id (-1 if none or invalid) into ids[threadIdx.x], reports invalid
 // ids, copies the id (and weight) out, and marks whether it leads the token's entries for its
 // destination rank. Returns, in every thread, whether any id of the chunk was invalid.
-template <typename IndexT>
+template <typename IndexT, bool kNodes>
 SY_DEVICE bool stage_entry(const RoutingArgs& args, const LayoutEntry& entry, int32_t* ids, int32_t* leads) {
     int32_t id = -1;
     bool invalid = false;
@@ -156,38 +168,46 @@ SY_DEVICE bool stage_entry(const RoutingArgs& args, const LayoutEntry& entry, in
     }
     ids[threadIdx.x] = id;
     const bool chunk_invalid = __syncthreads_or(invalid) != 0;
+    // Bit 0: the token's first entry on its rank; bit 1 (kNodes): its first entry on its node.
     int32_t lead = 0;
     if (id >= 0) {
         const int experts_per_rank = args.num_experts / args.num_ranks;
         const int rank = id / experts_per_rank;
-        lead = 1;
-        for (int j = int(threadIdx.x) - entry.k; j < int(threadIdx.x); ++j)
-            if (ids[j] >= 0 && ids[j] / experts_per_rank == rank) lead = 0;
+        const int experts_per_node = experts_per_rank * (kNodes ? args.ranks_per_node : 1);
+        lead = kNodes ? 3 : 1;
+        for (int j = int(threadIdx.x) - entry.k; j < int(threadIdx.x); ++j) {
+            if (ids[j] >= 0 && ids[j] / experts_per_rank == rank) lead &= ~1;
+            if (kNodes && ids[j] >= 0 && ids[j] / experts_per_node == id / experts_per_node) lead &= ~2;
+        }
     }
     leads[threadIdx.x] = lead;
     return chunk_invalid;
 }
 
-// totals[c] = the chunk's entries of column c (experts, then ranks); each counted entry gets its
-// rank among the chunk's earlier entries of its column (in_chunk_pos for the expert,
-// in_chunk_slot for the rank when it leads). kHistogram: per-warp counts and a prefix over warps;
-// else warps take turns in entry order, one block barrier per warp.
+// totals[c] = the chunk's entries of column c (experts, then ranks, then nodes); each counted
+// entry gets its rank among the chunk's earlier entries of its column (in_chunk_pos for the expert,
+// in_chunk_slot for the rank when it leads there, in_chunk_node_slot for the node when it leads
+// there). kHistogram: per-warp counts and a prefix over warps; else warps take turns in entry order,
+// one block barrier per warp. `node` is -1 without node columns.
 template <bool kHistogram>
 SY_DEVICE void count_chunk(const RoutingArgs& args, int columns, int num_entries, int32_t id, int32_t rank,
-                           bool lead, int32_t* totals, int32_t* warp_counts, int32_t& in_chunk_pos,
-                           int32_t& in_chunk_slot) {
+                           int32_t lead, int32_t node, int32_t* totals, int32_t* warp_counts, int32_t& in_chunk_pos,
+                           int32_t& in_chunk_slot, int32_t& in_chunk_node_slot) {
     const int warp = int(threadIdx.x / 32);
     const uint32_t lower = ptx::lanemask_lt();
-    uint32_t same_expert, same_rank;
+    uint32_t same_expert, same_rank, same_node;
     const bool expert_leader = first_lane_with(id, same_expert);
-    const bool rank_leader = first_lane_with(lead ? rank : -1, same_rank) && id >= 0;
+    const bool rank_leader = first_lane_with((lead & 1) ? rank : -1, same_rank) && id >= 0;
+    const bool node_leader = first_lane_with((lead & 2) ? node : -1, same_node) && id >= 0;
     const int expert_column = id, rank_column = args.num_experts + rank;
+    const int node_column = args.num_experts + args.num_ranks + node;
     for (int i = threadIdx.x; i < columns; i += blockDim.x) totals[i] = 0;
     if constexpr (kHistogram) {
         for (int i = threadIdx.x; i < kLayoutWarps * columns; i += blockDim.x) warp_counts[i] = 0;
         __syncthreads();
         if (expert_leader) warp_counts[warp * columns + expert_column] = __popc(same_expert);
         if (rank_leader) warp_counts[warp * columns + rank_column] = __popc(same_rank);
+        if (node_leader) warp_counts[warp * columns + node_column] = __popc(same_node);
         __syncthreads();
         // Exclusive prefix over the warps, in place; the sum is the chunk's total.
         for (int column = threadIdx.x; column < columns; column += blockDim.x) {
@@ -202,18 +222,22 @@ SY_DEVICE void count_chunk(const RoutingArgs& args, int columns, int num_entries
         }
         __syncthreads();
         if (id >= 0) in_chunk_pos = warp_counts[warp * columns + expert_column] + __popc(same_expert & lower);
-        if (id >= 0 && lead)
+        if (id >= 0 && (lead & 1))
             in_chunk_slot = warp_counts[warp * columns + rank_column] + __popc(same_rank & lower);
+        if (id >= 0 && (lead & 2))
+            in_chunk_node_slot = warp_counts[warp * columns + node_column] + __popc(same_node & lower);
         return;
     }
     __syncthreads();
     for (int turn = 0; turn * 32 < num_entries; ++turn) {
         if (warp == turn) {
             if (id >= 0) in_chunk_pos = totals[expert_column] + __popc(same_expert & lower);
-            if (id >= 0 && lead) in_chunk_slot = totals[rank_column] + __popc(same_rank & lower);
+            if (id >= 0 && (lead & 1)) in_chunk_slot = totals[rank_column] + __popc(same_rank & lower);
+            if (id >= 0 && (lead & 2)) in_chunk_node_slot = totals[node_column] + __popc(same_node & lower);
             __syncwarp();
             if (expert_leader) totals[expert_column] += __popc(same_expert);
             if (rank_leader) totals[rank_column] += __popc(same_rank);
+            if (node_leader) totals[node_column] += __popc(same_node);
         }
         __syncthreads();
     }
@@ -277,11 +301,11 @@ SY_DEVICE bool sum_earlier_chunks(const RoutingArgs& args, int columns, int chun
 
 }  // namespace routing_detail
 
-template <typename IndexT, bool kHistogram>
+template <typename IndexT, bool kHistogram, bool kNodes = false>
 __global__ void __launch_bounds__(kLayoutThreads, 1)
     routing_kernel(const __grid_constant__ RoutingArgs args) {
     extern __shared__ __align__(16) int32_t shared[];
-    const int columns = args.num_experts + args.num_ranks;
+    const int columns = args.num_experts + args.num_ranks + (kNodes ? args.num_nodes : 0);
     const int64_t padded = align_up(int64_t(columns), 4);
     int32_t* totals = shared;           // [columns] this chunk's entries per column
     int32_t* starts = shared + padded;  // [columns] entries of the earlier chunks per column
@@ -309,15 +333,19 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
             args.token_rank_slot[cell] = -1;
             if (args.token_in_rank) args.token_in_rank[cell] = 0;
         }
-        const bool chunk_invalid = routing_detail::stage_entry<IndexT>(args, entry, ids, leads);
+        if constexpr (kNodes)
+            for (int i = threadIdx.x; i < tokens * args.num_nodes; i += blockDim.x)
+                args.token_node_slot[int64_t(entry.first_token) * args.num_nodes + i] = -1;
+        const bool chunk_invalid = routing_detail::stage_entry<IndexT, kNodes>(args, entry, ids, leads);
         __syncthreads();  // leads written; the defaults above precede the slots below (same block)
         if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLoaded);
         const int32_t id = ids[threadIdx.x];
         const int rank = id >= 0 ? id / experts_per_rank : -1;
-        const bool lead = leads[threadIdx.x] != 0;
-        int32_t expert_pos = -1, rank_slot = -1;
-        routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank, lead, totals,
-                                                warp_counts, expert_pos, rank_slot);
+        const int node = kNodes && id >= 0 ? rank / args.ranks_per_node : -1;
+        const int32_t lead = leads[threadIdx.x];
+        int32_t expert_pos = -1, rank_slot = -1, node_slot = -1;
+        routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank, lead, node, totals,
+                                                warp_counts, expert_pos, rank_slot, node_slot);
         if (threadIdx.x == 0) epoch = old_epoch + 1;
         __syncthreads();
 
@@ -351,8 +379,10 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
                 const int32_t total = starts[column] + totals[column];
                 if (column < args.num_experts)
                     args.num_tokens_per_expert[column] = total;
-                else
+                else if (column < args.num_experts + args.num_ranks)
                     args.num_tokens_per_rank[column - args.num_experts] = total;
+                else
+                    args.num_tokens_per_node[column - args.num_experts - args.num_ranks] = total;
             }
             // Every block has published a chunk, so every block has read the old epoch.
             if (threadIdx.x == 0) *args.epoch_word = epoch;
@@ -372,11 +402,14 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
             if (args.token_expert_pos)
                 args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] =
                     id >= 0 ? starts[id] + expert_pos : -1;
-            if (id >= 0 && lead) {
+            if (id >= 0 && (lead & 1)) {
                 const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
                 args.token_rank_slot[cell] = starts[args.num_experts + rank] + rank_slot;
                 if (args.token_in_rank) args.token_in_rank[cell] = 1;
             }
+            if (kNodes && id >= 0 && (lead & 2))
+                args.token_node_slot[int64_t(entry.token) * args.num_nodes + node] =
+                    starts[args.num_experts + args.num_ranks + node] + node_slot;
         }
         __syncthreads();  // the shared arrays are reused by the next chunk
     }

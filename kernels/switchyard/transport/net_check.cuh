@@ -62,10 +62,8 @@ enum NetCheckResultWord : int32_t {
     kNetResultWords = 10,
 };
 
-// The check's ids: the top kNetCheckIds of each range (up to kNetCheckMaxNodes nodes). The other
-// kernels of the library use ids below them.
-constexpr int32_t kNetCheckMaxNodes = 64;
-constexpr uint32_t kNetCheckIds = uint32_t(kNetCheckMaxNodes * (kNetMaxContexts + 1));
+// The check's ids: the top kNetCheckIds of each range (up to kNetCheckMaxNodes nodes; net_types.cuh).
+// The other kernels of the library use ids below them.
 // Signal ids: one per (source node, context), and one per source node for the ping-pong (context 0),
 // so every id of a context grows by the same amount in every launch; counter ids: one per
 // (destination node, context).

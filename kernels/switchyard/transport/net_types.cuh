@@ -17,6 +17,10 @@ constexpr int32_t kNetMaxContexts = 4;
 // is raised by one source rank only).
 constexpr int32_t kNetNumSignals = 4096;
 constexpr int32_t kNetNumCounters = 1024;
+// The network check (transport/net_check.cuh) reserves the top kNetCheckIds signal and counter ids
+// (up to kNetCheckMaxNodes nodes); every other kernel of the library uses ids below them.
+constexpr int32_t kNetCheckMaxNodes = 64;
+constexpr uint32_t kNetCheckIds = uint32_t(kNetCheckMaxNodes * (kNetMaxContexts + 1));
 // "No signal" / "no counter" in a request.
 constexpr uint32_t kNetNone = 0xffffffffu;
 

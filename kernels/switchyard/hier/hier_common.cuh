@@ -1,0 +1,131 @@
+// What the hierarchical HT kernels share (hier/dispatch.cuh, hier/combine.cuh): this rank's place
+// on the network, lock-step waits on network signals, the batches of a record stream (the network's
+// unit: one put and one signal per batch), and the end of an op inside one node.
+#pragma once
+
+#include "switchyard/common/base.cuh"
+#include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/peer_kernel_details.cuh"
+#include "switchyard/common/ptx.cuh"
+#include "switchyard/common/workspace_layout.cuh"
+#include "switchyard/hier/hier_layout.cuh"
+#include "switchyard/ht/ht_args.cuh"
+#include "switchyard/transport/completion.cuh"
+#include "switchyard/transport/net.cuh"
+
+namespace switchyard::device {
+
+// This rank's place and the op's fixed values, read once at a kernel's start.
+struct HierOp {
+    int32_t node, num_nodes, ranks_per_node, local_index;
+    int32_t parity;         // the dispatch's copy of the network receive regions (dispatch count & 1)
+    int32_t batch_records;  // records per batch of a stream
+    uint64_t sequence;      // the HT op sequence
+    SY_DEVICE int32_t rank_of(int32_t node_index, int32_t local) const { return node_index * ranks_per_node + local; }
+    SY_DEVICE int32_t rail_peer(int32_t node_index) const { return rank_of(node_index, local_index); }
+};
+
+template <class Context>
+SY_DEVICE HierOp hier_op(const Context& net, const HtCommon& c, uint64_t sequence, int32_t parity) {
+    HierOp op;
+    op.node = net.node;
+    op.num_nodes = net.num_nodes;
+    op.ranks_per_node = net.ranks_per_node;
+    op.local_index = net.local_index;
+    op.parity = parity;
+    op.batch_records = c.layout.hier.batch_records;
+    op.sequence = sequence;
+    return op;
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+namespace hier_detail {
+
+// One thread: waits (bounded) until network signal `id` from the rail peer on `node` reaches
+// `target`, and checks it is exactly there (lock step: a larger value means the ranks' op sequences
+// diverged; it is reported as a sequence mismatch). False on timeout, mismatch or poisoning.
+template <class Backend>
+SY_DEVICE bool wait_signal_exact(const NetPort<Backend>& port, const Diagnostics& diagnostics, uint32_t id,
+                                 uint64_t target, int32_t node, int32_t phase) {
+    if (!port.wait_signal(id, target, node, phase)) return false;
+    const uint64_t seen = port.read_signal(id);
+    if (seen == target) return true;
+    report_error(diagnostics, kErrorSequenceMismatch, phase, port.rail_peer(node), target, seen, 0);
+    return false;
+}
+
+// A stream of records to one node, as its writers complete them. Records [first, first + count)
+// written by one lane's warp go to their batches; the lane whose records complete a batch sends
+// it: to another node as one put of the whole batch with the batch's signal (+1), to this rank's
+// own node as a ready word (the op's sequence). The records' writers make them visible at system
+// scope before they add them (fence, then the add); the completing lane's fence after its add
+// orders every writer's records before its put: so one put carries records that several warps of
+// several blocks wrote (the issue order the put needs, transport/net.cuh contract 2 and 5, is
+// established through the counter).
+struct HierStream {
+    uint32_t* staged;        // [batches] records written so far (workspace; reset by the op's last block)
+    uint64_t* ready;         // own node: [batches] ready words; else null
+    uint64_t src_offset;     // slot 0 of the stream in this rank's window
+    uint64_t dst_offset;     // slot 0 of the stream in the peer's window
+    int64_t record_bytes;
+    uint32_t first_signal;   // signal id of batch 0 (the batches' ids are consecutive)
+    int32_t node;            // destination node
+    int32_t records;         // records of the stream in this op
+    int32_t batch_records;
+};
+
+// One lane. Returns false when a put could not be issued (reported); `put` becomes true once this
+// lane has issued one (it must flush before the op ends).
+template <class Backend>
+SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, int32_t first, int32_t count,
+                             uint64_t sequence, bool& put) {
+    const int32_t B = s.batch_records;
+    for (int32_t batch = first / B; count > 0; ++batch) {
+        const int32_t end = min((batch + 1) * B, first + count);
+        const uint32_t added = uint32_t(end - first);
+        count -= int32_t(added);
+        first = end;
+        const int32_t size = hier_batch_size(s.records, batch, B);
+        if (atomicAdd(s.staged + batch, added) + added != uint32_t(size)) continue;
+        ptx::fence_acq_rel_sys();  // acquire: every writer's records of the batch precede what follows
+        if (s.ready != nullptr) {
+            ptx::st_relaxed_sys(s.ready + batch, sequence);
+            continue;
+        }
+        const uint64_t at = uint64_t(batch) * B * uint64_t(s.record_bytes);
+        if (!port.put(s.node, s.dst_offset + at, s.src_offset + at, uint64_t(size) * uint64_t(s.record_bytes),
+                      net_signal_add(s.first_signal + uint32_t(batch), 1)))
+            return false;
+        put = true;
+    }
+    return true;
+}
+
+// The lanes that issued puts wait until those puts have read their sources (the regions are
+// rewritten by the next op). False on timeout.
+template <class Backend>
+SY_DEVICE bool flush_if(const NetPort<Backend>& port, bool put) {
+    return !put || port.flush();
+}
+
+// For a timed-out wait on node peer `peer`: its HT kernels' progress (completion.cuh).
+SY_DEVICE PeerKernelDetails node_peer_details(const HtCommon& c, int32_t peer) {
+    return ht_detail::peer_details(c, peer);
+}
+
+// The last block's signal to this node's ranks (the direct path's finish_and_signal reaches every
+// rank; here only the ranks of this node are mapped): `done_offset`'s slot of this rank at each,
+// after the system fence that ended last_block_to_finish.
+SY_DEVICE void signal_node(const HtCommon& c, const HierOp& op, int64_t done_offset, uint64_t value) {
+    if (is_poisoned(c.diagnostics)) return;
+    for (int32_t g = 0; g < op.ranks_per_node; ++g)
+        ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[op.rank_of(op.node, g)] + done_offset) + c.rank,
+                            value);
+}
+
+}  // namespace hier_detail
+
+#endif
+
+}  // namespace switchyard::device
