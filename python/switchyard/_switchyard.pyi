@@ -201,7 +201,7 @@ def ll_output_shapes(config: BufferConfig, num_ranks: int, *, num_tokens: int, h
     Every tensor an LL dispatch of this shape returns and what its combine takes (y) and returns, as {name: (dtype, shape, strides) or None}.
     """
 
-def ht_load_kernels(device: int, *, hidden: int, topk: int, x_dtype: str = 'bf16', x_scales: ScaleFormat = ScaleFormat.NONE, quantize_fp8: bool = False, quantize_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.RANK_MAJOR) -> None:
+def ht_load_kernels(device: int, *, hidden: int, topk: int, x_dtype: str = 'bf16', x_scales: ScaleFormat = ScaleFormat.NONE, quantize_fp8: bool = False, quantize_format: ScaleFormat = ScaleFormat.FLOAT32, layout: RecvLayout = RecvLayout.RANK_MAJOR, num_nodes: int = 1, network_backend: str = 'emulated') -> None:
     """
     Load (JIT-compiling on a miss) every HT kernel a dispatch of this shape and its combines can use, from shapes alone: once per process and device for every rank in it, before the first HT op (required when ranks share a GPU).
     """
