@@ -14,7 +14,8 @@
 # Logs go to $OUT (the GPU machine's output folder) when it is set, else to BUILD_DIR/suite-logs.
 # SWITCHYARD_TEST_SANITIZERS=0 skips part 2; SWITCHYARD_TEST_SHAPES replaces the shapes of part 0;
 # SWITCHYARD_TEST_PARTS selects parts (default "catalog cases sanitizers"; a part left out is
-# reported as not run) (tool variables of this script).
+# reported as not run); SWITCHYARD_TEST_CASES / SWITCHYARD_TEST_EXCLUDE: regular expressions of the
+# GPU cases to run / leave out (ctest -R / -E) (tool variables of this script).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # NVLink multicast stays off on shared machines.
@@ -46,7 +47,9 @@ fi
 # 1. The GPU cases.
 cases="not run"
 if want cases; then
-    ctest --test-dir "$build" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$logs/gpu_cases.log"
+    ctest --test-dir "$build" -L gpu ${SWITCHYARD_TEST_CASES:+-R "$SWITCHYARD_TEST_CASES"} \
+        ${SWITCHYARD_TEST_EXCLUDE:+-E "$SWITCHYARD_TEST_EXCLUDE"} --output-on-failure --timeout 600 2>&1 |
+        tee "$logs/gpu_cases.log"
     ctest_status=${PIPESTATUS[0]}  # read before any other command resets it
     cases=pass
     [ "$ctest_status" -eq 0 ] || { cases=failed; status=1; }
