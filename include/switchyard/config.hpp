@@ -60,8 +60,8 @@ struct BufferConfig {
     bool ll_zero_copy_combine = false;
 
     // Launch every op straight on the caller's stream instead of on the buffer's communication
-    // stream. Saves the two cross-stream event waits per op (a few microseconds each on the GPU,
-    // measured in docs/design-notes.md §3), at the cost of the overlap the separate stream gives
+    // stream. Saves the two cross-stream event waits per op (each costs GPU time), at the cost of
+    // the overlap the separate stream gives
     // (the caller's next work waits for the op either way). Buffer::synchronize() then waits for
     // the stream of the latest op as well.
     bool launch_on_caller_stream = false;

@@ -25,9 +25,8 @@ double expected_distinct_groups(int num_experts, int topk, int num_groups);
 
 struct ArchBandwidth {
     double sm_read_gbps = 200.0;  // one SM reading local HBM with bulk copies
-    // One SM storing to a peer over NVLink, as the HT dispatch achieves it (calibrated: the EP2
-    // sweeps on H200 at 00a3970 and 6de2917 have both dispatches fastest at 16 SMs, which 65
-    // gives; 75 gave 14 SMs, 1.08x the best FP8 time).
+    // One SM storing to a peer over NVLink, as the HT dispatch achieves it (calibrated: with it the
+    // model picks the SM count the EP2 sweeps on 2 x H200 found fastest for both dispatches).
     double sm_write_gbps = 65.0;
     double nvlink_gbps = 390.0;  // per direction, copy-engine peer bound
     double rdma_gbps = 46.0;     // per NIC, scale-out

@@ -110,7 +110,7 @@ void SymmetricMemory::publish_device_table(const Topology& topology) {
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     // Read the table back: a stale entry (a pointer into a freed buffer whose address another
     // buffer now holds) would make this rank write its signals into the wrong rank's memory, the
-    // suspected cause of a rare barrier-stress failure with co-located ranks (design notes §3).
+    // suspected cause of a rare barrier-stress failure with co-located ranks.
     std::vector<uint8_t*> check(num_ranks, nullptr);
     SY_CUDA_CHECK(
         cudaMemcpy(check.data(), device_peer_table_, sizeof(uint8_t*) * num_ranks, cudaMemcpyDeviceToHost));

@@ -74,7 +74,7 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
 // streams of a context onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default); when
 // there are more streams than queues, one rank's spinning kernel can hold back the kernel or copy
 // of another rank queued behind it, and we measured broken ordering and stalls at 8 ranks per
-// GPU (docs/design-notes.md). Refuse that setup with an actionable message.
+// GPU (DESIGN.md §4, rule 1). Refuse that setup with an actionable message.
 // With the emulated network each rank also drives its engine's stream.
 void check_hardware_queues(const Topology& topology, bool emulated_network) {
     int co_located = 0;

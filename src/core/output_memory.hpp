@@ -36,7 +36,7 @@ class OutputMemory {
     };
     // Several tensors carved from one allocation (each 256-byte aligned), freed when the last of
     // them goes: one pool call instead of one per tensor. An op's small outputs (its handle's
-    // arrays) cost ~1-2 us of host time each when allocated apart.
+    // arrays) each cost a pool call of host time when allocated apart.
     std::vector<DeviceTensor> allocate_group(std::initializer_list<Spec> specs, cudaStream_t stream) const;
 
     // Grows the pool to `bytes` now and keeps them. Growing maps new physical memory, which can

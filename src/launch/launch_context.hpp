@@ -44,7 +44,7 @@ void launch_barrier(const LaunchContext& context);
 
 // Preloading. Loading a kernel module waits for the work queued on the device; with several ranks
 // on one GPU that can be a co-located peer's kernel waiting for this rank, which launches its
-// matching kernel only after the load (design notes §2, rule 9). A buffer with co-located ranks
+// matching kernel only after the load (DESIGN.md §4, rule 7). A buffer with co-located ranks
 // therefore loads its fixed kernels when it is created (preload_barrier, preload_routing); the HT
 // and LL kernels, whose templates depend on the op's shape, are loaded by Buffer::ht_load_kernels
 // and Buffer::ll_load_kernels.

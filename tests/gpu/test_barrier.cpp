@@ -33,7 +33,7 @@ BufferConfig small_config(double timeout_seconds) {
 //
 // Allocation happens outside the rounds: with ranks as threads sharing a GPU, a device-synchronizing
 // call (cudaFree, cudaFreeHost) in one rank waits for another rank's in-flight barrier kernel, which
-// waits for this rank: a deadlock that only the timeout ends (docs/design-notes.md).
+// waits for this rank: a deadlock that only the timeout ends (DESIGN.md §4, rule 2).
 int run_ordering_rounds(Buffer& buffer, RankEnv& env, bool copy_engine,
                         const DeviceArray<uint8_t*>& peer_table, uint64_t* staging) {
     const int ranks = env.num_ranks;

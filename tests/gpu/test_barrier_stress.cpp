@@ -23,7 +23,7 @@ SY_TEST(BarrierStress, CountersAndSlotsAgree) {
                 rc.ranks, int32_t((config.max_experts + rc.ranks - 1) / rc.ranks));
             std::vector<uint64_t> counters(device::kNumCounters), slots(rc.ranks);
             for (int batch = 1; batch <= 5; ++batch) {
-                // A rank whose first barrier kernel starts late (design notes §4): did its host
+                // A rank whose first barrier kernel starts late: did its host
                 // call block, or did the kernel wait on the GPU? Print the host side.
                 const auto before = std::chrono::steady_clock::now();
                 buffer.barrier(env.stream);

@@ -78,7 +78,7 @@ void check_graph_replay(Case c, bool hierarchical = false) {
             load_kernels(buffer, inputs, {c});
             // Host calls that may synchronize the device (cudaMalloc above, graph instantiation and
             // destruction below) must not overlap a co-located rank's kernel that waits for this
-            // rank: every rank finishes them before any rank launches (docs/design-notes.md §2).
+            // rank: every rank finishes them before any rank launches (DESIGN.md §4, rule 2).
             env.communicator->barrier(std::chrono::seconds(60));
             dump_workspace_on_failure(buffer, [&] {
                 for (bool hook : {false, true}) {

@@ -1,7 +1,7 @@
 // Work claimed at run time from a shared counter, one claim ahead: lane 0 of a warp holds the
 // claim for the warp's next range while the warp works on the current one, so the atomic's
 // latency hides behind the work. Used where a fixed split of the work over warps would leave the
-// grid waiting for its slowest SMs (HT dispatch tokens, HT combine sender groups; design notes §1).
+// grid waiting for its slowest SMs (HT dispatch tokens, HT combine sender groups).
 #pragma once
 
 #include "switchyard/common/base.cuh"

@@ -109,7 +109,7 @@ SY_DEVICE void st_release_gpu(uint64_t* address, uint64_t value) {
 
 // Without ordering of its own: after fence_acq_rel_sys it completes a release pattern. (A
 // .release store or reduction is compiled to a system fence of its own, MEMBAR.ALL.SYS, in
-// addition to the one before it: two fences per signal, SASS of ll_dispatch at 2bd93db.)
+// addition to the one before it: two fences per signal, as the LL dispatch's SASS showed.)
 SY_DEVICE void st_relaxed_sys(uint64_t* address, uint64_t value) {
     asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }

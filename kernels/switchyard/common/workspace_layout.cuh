@@ -85,10 +85,8 @@ SY_HOST_DEVICE constexpr int64_t ht_notify_words(int32_t num_ranks, int32_t loca
 // Home tokens per combine arrival counter, and the reduce's unit of work: small, so the reduce
 // can follow the arrivals closely. Every reduce warp waits on its own chunk at the arrival front,
 // so the last chunks are reduced only after they arrive, one warp each: the reduce ends about one
-// chunk's reduce time after the last rows (traced at 24 SMs: ~26-30 us after the last arrivals
-// with 4 tokens, ~11-13 us with 1). At EP2 on 2 x H200: 194.9 us at 24 SMs with 2 tokens, 206.7
-// with 4; 1 token also 194.3, but 245.5 against 234.1 at 16 SMs (more waits and arrival adds per
-// row; log ht-ab-runs-eighth-session).
+// chunk's reduce time after the last rows. Two tokens beat four (a shorter tail) and one (more
+// waits and arrival adds per row); docs/decisions.md has the measurements.
 constexpr int32_t kHtCombineChunkTokens = 2;
 
 struct WorkspaceLayout {

@@ -30,7 +30,7 @@ template <int kNumThreads>
 __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_constant__ BarrierArgs args) {
     uint64_t* counter = args.workspace.counters(args.local_base) + kCounterBarrier;
     const uint64_t sequence = *counter + 1;
-    // A rare failure with co-located ranks (design notes §3) looks like one rank signalling into
+    // A rare failure with co-located ranks looks like one rank signalling into
     // wrong addresses: check the peer table against the host's digest before writing through it.
     __shared__ int table_ok;
     if (threadIdx.x == 0) {
