@@ -3,7 +3,9 @@
 // network ids against the transport's ranges, and the kernel families across nodes compiled for
 // sm_90a without spills: on the emulated network with NVRTC, on GIN with nvcc against the NCCL
 // headers (skipped, saying why, where nvcc or those headers are missing).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +16,9 @@
 #include "launch/ll_net_launch.hpp"
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/errors.hpp"
+#include "switchyard/ll/combine_shape.cuh"
+#include "switchyard/ll/net_combine_send.cuh"
+#include "switchyard/ll/net_dispatch_send.cuh"
 #include "switchyard/ll/net_layout.cuh"
 #include "switchyard/transport/net_check.cuh"
 
@@ -85,6 +90,110 @@ SY_TEST(LlNodesLayout, AreasOfASetDoNotOverlap) {
                           set.max_local_experts + 33) <=
                      set.node_header_bytes);
         }
+    }
+}
+
+// The GPU cases' shapes (tests/gpu/test_ll_nodes.cpp: hidden 2048, top-6, 32 experts, T_ll 24, on a
+// buffer of max_hidden 2048, max_topk 9, max_experts 64): every address the kernels across nodes
+// move a record, header or row at (uint4 / uint2 accesses, network puts) is 16-byte aligned, inside
+// its area and inside the window, for every rank's view of 2x2, 2x4, 4x2 and 4x1 and every scale
+// kind; and the dynamic shared memory the launchers pass covers what the kernels carve.
+SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
+    struct Shape {
+        int nodes, per_node;
+    };
+    constexpr int kHidden = 2048, kTopk = 6, kExperts = 32, kTokens = 24;
+    for (const Shape shape : {Shape{2, 2}, Shape{2, 4}, Shape{4, 2}, Shape{4, 1}}) {
+        const int R = shape.nodes * shape.per_node, N = shape.nodes, G = shape.per_node;
+        BufferCapacity capacity = ll_capacity(R, N, kTokens, 2048, 64, 9);
+        const BufferLayout layout = BufferLayout::make(capacity);
+        const LlSetLayout& set = layout.ll_set;
+        const int64_t window = layout.total_bytes;
+        auto aligned_inside = [&](int64_t offset, int64_t bytes, int64_t begin, int64_t end, const char* what) {
+            SY_CHECK_MSG(offset % 16 == 0, what << " at " << offset << " is not 16-byte aligned");
+            SY_CHECK_MSG(offset >= begin && offset + bytes <= end,
+                         what << " [" << offset << ", " << offset + bytes << ") leaves [" << begin << ", " << end << ")");
+            SY_CHECK_MSG(offset + bytes <= window, what << " leaves the window");
+        };
+        for (int32_t scale_kind : {kScaleNone, kScaleFloat32, kScaleUe8m0}) {
+            const RecordLayout record = ll_dispatch_record(kHidden, scale_kind, kTopk);
+            SY_CHECK(record.total_bytes % 16 == 0 && record.scale_offset % 16 == 0 && record.meta_offset % 16 == 0);
+            SY_CHECK(record.total_bytes <= set.max_record_bytes);
+            for (int rank = 0; rank < R; ++rank) {
+                const LlNodes nodes{N, G, rank / G, rank % G};
+                for (int s = 0; s < 2; ++s) {
+                    const int64_t base = layout.ll_offset + s * layout.ll_set_bytes;
+                    const int64_t records_begin = base + set.dispatch_offset;
+                    const int64_t records_end = records_begin + int64_t(set.record_areas) * kTokens * set.max_record_bytes;
+                    SY_CHECK(records_end <= base + set.combine_offset);
+                    auto record_at = [&](int area, int slot) {
+                        return int64_t(set.record(reinterpret_cast<uint8_t*>(0) + base, area, slot, record.total_bytes) -
+                                       reinterpret_cast<uint8_t*>(0));
+                    };
+                    for (int g = 0; g < G; ++g)
+                        for (int slot = 0; slot < kTokens; ++slot)
+                            aligned_inside(record_at(ll_net_local_area(g), slot), record.total_bytes, records_begin,
+                                           records_end, "a node-mate's record");
+                    for (int o = 0; o < N - 1; ++o) {
+                        const int32_t m = nodes.other_node(o);
+                        // The put of the staged records and the header to the rail peer on node m.
+                        const int64_t src = record_at(ll_net_staging_area(nodes, o), 0);
+                        const int64_t dst = record_at(ll_net_received_area(nodes, nodes.index_at(m)), 0);
+                        aligned_inside(src, int64_t(kTokens) * record.total_bytes, records_begin, records_end,
+                                       "the staged records");
+                        aligned_inside(dst, int64_t(kTokens) * record.total_bytes, records_begin, records_end,
+                                       "the received records");
+                        // Staging and received areas of different nodes never overlap.
+                        for (int o2 = 0; o2 < N - 1; ++o2) {
+                            if (o2 == o) continue;
+                            SY_CHECK(std::abs(record_at(ll_net_staging_area(nodes, o), 0) -
+                                              record_at(ll_net_staging_area(nodes, o2), 0)) >=
+                                     int64_t(kTokens) * record.total_bytes);
+                        }
+                        const int64_t headers_begin = base + set.node_headers_offset;
+                        const int64_t headers_end = headers_begin + 2ll * (N - 1) * set.node_header_bytes;
+                        aligned_inside(headers_begin + set.node_header_bytes * (N - 1 + o), set.node_header_bytes,
+                                       headers_begin, headers_end, "the staged node header");
+                        aligned_inside(headers_begin + set.node_header_bytes * nodes.index_at(m), set.node_header_bytes,
+                                       headers_begin, headers_end, "the received node header");
+                        const int64_t combine_headers = base + set.combine_headers_offset;
+                        aligned_inside(combine_headers + LlSetLayout::kCombineHeaderBytes * (N - 1 + o),
+                                       LlSetLayout::kCombineHeaderBytes, combine_headers,
+                                       combine_headers + 2ll * (N - 1) * LlSetLayout::kCombineHeaderBytes,
+                                       "the staged combine header");
+                    }
+                    const int64_t row_bytes = LlSetLayout::combine_row_bytes(kHidden);
+                    for (int k = 0; k < kTopk; ++k)
+                        for (int t = 0; t < kTokens; ++t)
+                            aligned_inside(base + set.combine_offset + (int64_t(k) * kTokens + t) * row_bytes, row_bytes,
+                                           base + set.combine_offset,
+                                           base + set.combine_offset + int64_t(set.max_topk) * kTokens *
+                                                                       set.max_combine_row_bytes,
+                                           "a combine row");
+                    SY_CHECK((set.forward_flags_offset + base) % 8 == 0);
+                }
+                // The forward area (both sets): [N - 1][K][T_ll] rows of the op's row bytes.
+                const LlForwardArea forward{layout.ll_forward_offset, set.max_topk, set.max_tokens};
+                const int64_t row_bytes = LlSetLayout::combine_row_bytes(kHidden);
+                for (int o = 0; o < N - 1; ++o)
+                    for (int k = 0; k < kTopk; ++k)
+                        for (int t = 0; t < kTokens; ++t)
+                            aligned_inside(forward.row_offset(o, k, t, row_bytes), row_bytes, layout.ll_forward_offset,
+                                           layout.ll_forward_offset + layout.ll_forward_bytes, "a forward row");
+            }
+        }
+        // Shared memory: the dispatch's routing masks (expert, rank and node masks) and receive
+        // scratch, the combine's carve and its contributors [N - 1] after it (16-byte aligned).
+        const int32_t L = kExperts / R;
+        for (int tokens : {0, 1, 7, kTokens}) {
+            const int64_t words_per_mask = ll_token_mask_words(tokens);
+            const int64_t carve_words = 3 * int64_t(R) + 1;  // mask, present, record_starts
+            const int64_t masks = (int64_t(kExperts) + R + N) * words_per_mask;
+            const int64_t receive = int64_t(R) * L + 2 * (int64_t(L) + 1);
+            SY_CHECK(4 * (carve_words + std::max(masks, receive)) <= ll_net_dispatch_shared_bytes(R, N, kExperts, tokens));
+        }
+        const int64_t combine = ll_combine_shared_bytes(R, L);
+        SY_CHECK(align_up(combine, 16) + 8 * int64_t(N - 1) <= ll_net_combine_shared_bytes(R, L, N));
     }
 }
 
