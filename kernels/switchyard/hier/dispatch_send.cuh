@@ -184,7 +184,10 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
             __syncwarp();
         }
         uint8_t* staged = stages + int64_t(stage) * stage_bytes;
-        ht_detail::stage_token<Shape>(args.ht, token, staged, &barriers[stage], use, kPrefetch && index != 0);
+        if (!ht_detail::stage_token<Shape>(args.ht, token, staged, &barriers[stage], use, kPrefetch && index != 0)) {
+            ok = false;  // reported; this warp's runs never complete their batches
+            break;
+        }
         bool run_ended = false;
         const int next = tokens.after(token, run_ended);
         if (kPrefetch && next >= 0) {

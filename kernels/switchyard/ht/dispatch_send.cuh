@@ -10,6 +10,7 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/claim_ahead.cuh"
+#include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/fp8.cuh"
 #include "switchyard/common/op_trace.cuh"
 #include "switchyard/common/ptx.cuh"
@@ -122,13 +123,14 @@ SY_DEVICE void quantize_token(const HtDispatchArgs& args, int token, uint8_t* st
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
 // `prefetched`, the bulk load was already issued (issue_load) and is only waited for here; `use`
-// says which phase of the stage barrier that load completes.
+// says which phase of the stage barrier that load completes. False when that phase never completed
+// (reported: wait_stage_barrier); the warp then sends nothing more.
 template <typename Shape>
-SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
+SY_DEVICE bool stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
                            StageUse use, bool prefetched) {
     if constexpr (Shape::kQuantize) {
         quantize_token<Shape>(args, token, stage);
-        return;
+        return true;
     }
     const uint32_t lane = ptx::lane_id();
     const RecordLayout r = Shape::record();
@@ -141,9 +143,9 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
                 args.x_scales[int64_t(token) * args.scale_row_stride + int64_t(w) * args.scale_col_stride];
         ptx::fence_proxy_async_shared();
     }
-    while (!ptx::mbarrier_try_wait_parity(barrier, use.parity)) {
-    }
-    __syncwarp();
+    // Every lane waits; the answer is the warp's (a lane that saw the phase complete just after
+    // another gave up still stops with it).
+    return __all_sync(0xffffffffu, wait_stage_barrier(barrier, use.parity, args.common.diagnostics));
 }
 
 // A token's routing as send_token needs it: lanes < K hold its expert, its position among the
@@ -306,8 +308,9 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
             if (lane == 0) ptx::bulk_wait_read<1>();
             __syncwarp();
         }
-        stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage], use,
-                           kPrefetch && index != 0);
+        if (!stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage], use,
+                                kPrefetch && index != 0))
+            break;  // reported; the op fails and signals nothing
         const int next = tokens.after(token);
         if (kPrefetch && next >= 0) {
             const int next_stage = stage ^ 1;
