@@ -40,6 +40,8 @@ const char* phase_name(int32_t phase) {
             return "high-throughput network combine";
         case device::kPhaseHierEntry:
             return "high-throughput network combine entry";
+        case device::kPhaseLocalCopy:
+            return "bulk copy into shared memory";
         default:
             return "unknown phase";
     }
@@ -260,6 +262,14 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
                    "operations in the same order on this buffer); the buffer is poisoned: call reset() "
                    "on all ranks or destroy it";
         throw Error(message.str());
+    }
+    if (record.kind == device::kErrorTimeout && record.phase == device::kPhaseLocalCopy) {
+        message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
+                << " s (limit " << timeout_seconds << " s) waiting for its own bulk copy into shared memory "
+                << "(a stage barrier's phase of parity " << record.expected
+                << " never completed: a defect of the kernel, not a peer's stall); the buffer is poisoned: call "
+                   "reset() on all ranks or destroy it";
+        throw TimeoutError(message.str(), record.rank, -1, phase_name(record.phase));
     }
     const bool network = is_network_record(record);
     message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9

@@ -188,6 +188,21 @@ SY_TEST(error_reports, peer_failure_names_the_failed_rank) {
                          "poisoned");
 }
 
+// A stage barrier that never completed (wait_stage_barrier) waited for no peer: the report says it
+// was this rank's own bulk copy, names no peer and no peer kernel.
+SY_TEST(error_reports, local_copy_timeout_names_no_peer) {
+    device::ErrorRecord record = ll_dispatch_timeout();
+    record.peer = -1;
+    record.phase = device::kPhaseLocalCopy;
+    record.expected = 1;
+    record.observed = 0;
+    const std::string text = message_of(record);
+    SY_CHECK_MSG(contains(text, "rank 1 timed out after 10 s (limit 10 s) waiting for its own bulk copy into shared "
+                                "memory (a stage barrier's phase of parity 1 never completed"),
+                 text);
+    SY_CHECK(!contains(text, "for rank"));
+}
+
 // What the communicator knows of the peer's process joins the message.
 SY_TEST(error_reports, a_gone_process_is_named) {
     device::ErrorRecord record = ll_dispatch_timeout();

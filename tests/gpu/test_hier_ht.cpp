@@ -9,15 +9,23 @@
 // whose network deliveries are withheld: its rail peer raises TimeoutError naming the network phase
 // and the node, nothing from that node lands, reset() recovers and the next ops are exact.
 //
-// The first case compiles every kernel the others use, in parallel, into the JIT cache.
+// The first case compiles every kernel the others use, in parallel, into the JIT cache. A watchdog
+// (common/case_watchdog.hpp) ends a case whose rank stays in one step past its limit, printing
+// every rank's step (case, op, and whether it is enqueueing, synchronizing or checking), its
+// network's counters and its buffer's error record: a kernel that never ends cannot hang the suite
+// silently.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
+#include "common/case_watchdog.hpp"
 #include "common/gpu_harness.hpp"
 #include "hier_test_support.hpp"
 #include "jit/jit.hpp"
@@ -42,6 +50,70 @@ struct Shape {
     int ranks() const { return nodes * per_node; }
     std::string name() const { return std::to_string(nodes) + "x" + std::to_string(per_node); }
 };
+
+// The running case's watchdog (one case at a time per process); null outside run_watched.
+CaseWatchdog* watchdog = nullptr;
+
+void step(const RankEnv& env, std::string what) {
+    if (watchdog) watchdog->step(env.rank, std::move(what));
+}
+
+// What the watchdog prints of a rank's buffer: its network's counters and its error record (host
+// memory only: the rank may be stuck in a CUDA call).
+std::string describe_buffer(const Buffer& buffer) {
+    const NetworkStats s = buffer.network_stats();
+    std::ostringstream out;
+    out << "network (" << s.backend << "): to each rank puts/bytes/signals";
+    for (size_t q = 0; q < s.bytes_to_rank.size(); ++q)
+        out << " " << q << ":" << (q < s.puts_to_rank.size() ? s.puts_to_rank[q] : 0) << "/" << s.bytes_to_rank[q]
+            << "/" << (q < s.signals_to_rank.size() ? s.signals_to_rank[q] : 0);
+    out << "; flushes " << s.flushes << ", refused " << s.invalid_requests << ", engine passes " << s.engine.passes
+        << ", requests " << s.engine.requests << ", copy calls " << s.engine.copy_calls << ", write calls "
+        << s.engine.write_calls << "; error record: ";
+    try {
+        buffer.check_errors();
+        out << "none";
+    } catch (const std::exception& error) {
+        out << error.what();
+    }
+    return out.str();
+}
+
+// While it lives, the watchdog may describe `buffer` for this rank. Declare it after the Buffer:
+// it is destroyed first, so the watchdog never reads a buffer being torn down.
+struct DescribedBuffer {
+    const RankEnv& env;
+    DescribedBuffer(const RankEnv& e, const Buffer& buffer) : env(e) {
+        if (watchdog) watchdog->describe(env.rank, [&buffer] { return describe_buffer(buffer); });
+    }
+    ~DescribedBuffer() {
+        if (!watchdog) return;
+        watchdog->describe(env.rank, nullptr);
+        watchdog->step(env.rank, std::uncaught_exceptions() ? "failed; destroying its buffer (collective)"
+                                                            : "destroying its buffer (collective)");
+    }
+};
+
+// run_ranks under a watchdog: a rank may stay in one step at most `limit`, or three times the
+// buffers' timeout and a minute more (a step holds at most a few bounded waits: the kernels'
+// timeout, the forwarders' twice that, host barriers and the teardown's meeting).
+void run_watched(const std::string& name, int ranks, double timeout_seconds,
+                 const std::function<void(RankEnv&)>& body) {
+    const auto limit = std::max(std::chrono::seconds(180),
+                                std::chrono::seconds(int64_t(3 * timeout_seconds) + 60));
+    CaseWatchdog guard(name, ranks, limit);
+    watchdog = &guard;
+    try {
+        run_ranks(ranks, 1, [&](RankEnv& env) {
+            body(env);
+            guard.step(env.rank, "end of the case: the harness synchronizes its stream");
+        });
+    } catch (...) {
+        watchdog = nullptr;
+        throw;
+    }
+    watchdog = nullptr;
+}
 
 BufferConfig hier_config(const Shape& shape, int max_tokens = 48, uint32_t adversarial = kAdversarial) {
     BufferConfig config;
@@ -137,8 +209,11 @@ template <typename Op>
 auto run_accounted(RankEnv& env, Buffer& buffer, const Case& c, const Shape& shape, const CaseReference& r,
                    HtNetworkOp kind, const std::string& what, Op op) {
     const NetworkStats before = buffer.network_stats();
+    step(env, what + ": enqueueing");
     auto result = op();
+    step(env, what + ": synchronize (the op's kernels and its network requests)");
     buffer.synchronize();  // the op, and what it asked of the network, are done
+    step(env, what + ": checking");
     check_network_bytes(what, before, buffer.network_stats(),
                         predict_ht_network_bytes(network_shape(c, shape), r.topk, env.rank, kind));
     return result;
@@ -267,16 +342,20 @@ void check_combine(RankEnv& env, Buffer& buffer, const Case& c, const Shape& sha
 
 // One case on one buffer: dispatch, cached dispatch (same data, new data), every combine.
 void run_case(RankEnv& env, Buffer& buffer, const Shape& shape, const Case& c) {
+    step(env, c.name() + ": reference");
     const CaseReference r = make_reference(c, env.num_ranks);
     const std::string rank = " on rank " + std::to_string(env.rank);
+    step(env, c.name() + ": host barrier before the uploads");
     env.communicator->barrier(kHostTimeout);
     {
+        step(env, c.name() + ": uploads and kernel loads");
         RankData data, new_data;
         const DispatchArgs args = upload(c, r.inputs[size_t(env.rank)], r.problem.num_experts, data, env.device);
         const DispatchArgs new_args =
             upload(c, r.new_inputs[size_t(env.rank)], r.problem.num_experts, new_data, env.device);
         const CombineData combine_data = upload_combine(c, r, env.rank, env.num_ranks);
         buffer.ht_load_kernels(args);
+        step(env, c.name() + ": host barrier after the uploads");
         env.communicator->barrier(kHostTimeout);  // allocations done, kernels loaded: no device syncs now
 
         const DispatchResult result = run_accounted(env, buffer, c, shape, r, HtNetworkOp::kDispatch,
@@ -294,18 +373,25 @@ void run_case(RankEnv& env, Buffer& buffer, const Shape& shape, const Case& c) {
                        cached_new);
         for (const CombineMode& mode : combine_modes(c))
             check_combine(env, buffer, c, shape, r, combine_data, result, new_args, mode);
+        step(env, c.name() + ": host barrier after the ops");
         env.communicator->barrier(kHostTimeout);
+        step(env, c.name() + ": freeing the case's inputs");
     }
+    step(env, c.name() + ": host barrier after freeing");
     env.communicator->barrier(kHostTimeout);
 }
 
 void run_shape(const Shape& shape, uint32_t adversarial) {
     require_gpus(1);
     const std::vector<Case> cases = all_cases();
-    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
-        Buffer buffer(env.communicator, env.device, hier_config(shape, 48, adversarial));
+    const BufferConfig config = hier_config(shape, 48, adversarial);
+    run_watched("HierHt " + shape.name(), shape.ranks(), config.timeout_seconds, [&](RankEnv& env) {
+        step(env, "creating its buffer (collective)");
+        Buffer buffer(env.communicator, env.device, config);
+        const DescribedBuffer described(env, buffer);
         SY_CHECK_EQ(buffer.network_stats().backend, std::string("emulated"));
         for (const Case& c : cases) run_case(env, buffer, shape, c);
+        step(env, "final synchronize");
         buffer.synchronize();
         if (env.rank == 0)
             std::printf("  %s (%s network): %zu cases bit-exact, bytes as predicted\n", shape.name().c_str(),
@@ -384,9 +470,13 @@ SY_TEST(HierHt, ManyTokens) {
         c.seed = 4242 + uint32_t(layout);
         cases.push_back(c);
     }
-    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
-        Buffer buffer(env.communicator, env.device, hier_config(shape, 640));
+    const BufferConfig config = hier_config(shape, 640);
+    run_watched("HierHt.ManyTokens", shape.ranks(), config.timeout_seconds, [&](RankEnv& env) {
+        step(env, "creating its buffer (collective)");
+        Buffer buffer(env.communicator, env.device, config);
+        const DescribedBuffer described(env, buffer);
         for (const Case& c : cases) run_case(env, buffer, shape, c);
+        step(env, "final synchronize");
         buffer.synchronize();
         if (env.rank == 0) std::printf("  2x2: %zu cases of 640 tokens bit-exact\n", cases.size());
     });
@@ -451,8 +541,11 @@ std::pair<DispatchResult, CombineResult> round_trip(Buffer& buffer, GraphInputs&
 SY_TEST(HierHt, GraphReplay) {
     require_gpus(1);
     const Shape shape{2, 2};
-    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
-        Buffer buffer(env.communicator, env.device, hier_config(shape));
+    const BufferConfig config = hier_config(shape);
+    run_watched("HierHt.GraphReplay", shape.ranks(), config.timeout_seconds, [&](RankEnv& env) {
+        step(env, "creating its buffer (collective)");
+        Buffer buffer(env.communicator, env.device, config);
+        const DescribedBuffer described(env, buffer);
         Case c;
         c.counts = CountMode::kDevice;
         c.seed = 700;
@@ -465,8 +558,10 @@ SY_TEST(HierHt, GraphReplay) {
         }
         env.communicator->barrier(kHostTimeout);
         inputs.load(r, env.rank, env.stream);
+        step(env, "warm-up round trip");
         round_trip(buffer, inputs, c, tokens, experts, env.device, env.stream);  // warm-up, outside the capture
         buffer.synchronize();
+        step(env, "capture and instantiation");
         cudaGraph_t graph = nullptr;
         SY_CUDA_CHECK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
         auto captured = round_trip(buffer, inputs, c, tokens, experts, env.device, env.stream);
@@ -480,9 +575,11 @@ SY_TEST(HierHt, GraphReplay) {
             inputs.load(r, env.rank, env.stream);
             const std::string what = "graph replay " + std::to_string(replay) + " on rank " + std::to_string(env.rank);
             const NetworkStats before = buffer.network_stats();
+            step(env, what + ": launch and synchronize");
             SY_CUDA_CHECK(cudaGraphLaunch(exec, env.stream));
             SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
             buffer.synchronize();
+            step(env, what + ": checking");
             std::vector<uint64_t> predicted =
                 predict_ht_network_bytes(network_shape(c, shape), r.topk, env.rank, HtNetworkOp::kDispatch);
             const auto combine_bytes =
@@ -536,11 +633,13 @@ SY_TEST(HierHt, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
     require_gpus(1);
     const Shape shape{2, 2};
     const double timeout = 2.0;
-    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+    run_watched("HierHt.WithheldRank", shape.ranks(), timeout, [&](RankEnv& env) {
         BufferConfig config = hier_config(shape, 48, 0);
         config.timeout_seconds = timeout;
         config.network_withhold_rank = 3;
+        step(env, "creating its buffer (collective)");
         Buffer buffer(env.communicator, env.device, config);
+        const DescribedBuffer described(env, buffer);
         Case c;
         c.counts = CountMode::kDevice;
         c.seed = 31;
@@ -558,6 +657,7 @@ SY_TEST(HierHt, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
         const auto start = std::chrono::steady_clock::now();
         std::string outcome = "completed";
         try {
+            step(env, "dispatch with rank 3 withheld (a timeout expected on ranks 0 and 1)");
             const DispatchResult result = buffer.dispatch(args, env.stream);
             buffer.synchronize();
             check_dispatch("dispatch with rank 3 withheld, on rank " + std::to_string(env.rank), c,
@@ -584,6 +684,7 @@ SY_TEST(HierHt, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
                 SY_CHECK_MSG(landed == 0, landed << " bytes from node 1 landed in rank 1's network receive region");
             }
 
+        step(env, "host barrier, then reset() (collective)");
         env.communicator->barrier(kHostTimeout);
         buffer.reset();
         const DispatchResult result = run_accounted(env, buffer, c, shape, r, HtNetworkOp::kDispatch, "dispatch after reset",
@@ -609,10 +710,12 @@ SY_TEST(HierHtSanitizer, SmallTwoNodeRoundTrip) {
     cases[1].payload = Payload::kQuantizeFp32;
     cases[1].counts = CountMode::kDevice;
     cases[1].seed = 77;
-    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+    run_watched("HierHtSanitizer.SmallTwoNodeRoundTrip", shape.ranks(), 120, [&](RankEnv& env) {
         BufferConfig config = hier_config(shape, 16, 0);
         config.timeout_seconds = 120;
+        step(env, "creating its buffer (collective)");
         Buffer buffer(env.communicator, env.device, config);
+        const DescribedBuffer described(env, buffer);
         for (const Case& c : cases) run_case(env, buffer, shape, c);
         buffer.synchronize();
     });

@@ -47,6 +47,9 @@ enum Phase : int32_t {
     kPhaseHierDispatch = 11,
     kPhaseHierCombine = 12,
     kPhaseHierEntry = 13,
+    // A wait for this block's own bulk copy into shared memory (a stage barrier's phase): no peer
+    // is involved, so only a kernel defect leaves it pending (wait_stage_barrier).
+    kPhaseLocalCopy = 14,
 };
 
 // Words of kind-specific detail in an error record. Invalid routing: token, slot (the value is in
@@ -187,6 +190,28 @@ SY_DEVICE bool wait_at_least(const uint64_t* address, uint64_t target, const Dia
     return wait_until<kScope>(
         address, [target](uint64_t value) { return value >= target; }, diagnostics, phase, peer, target,
         details);
+}
+
+// Waits until phase `parity` of this block's mbarrier `barrier` completes: a stage that a bulk copy
+// of this block fills. Nothing of another rank is waited for, so the wait ends as soon as the copy
+// lands, unless the barrier's arrivals and phases went out of step (a kernel defect: an arrival on
+// a phase whose arrivals were all counted, a wait for the wrong parity), after which it never
+// would. That must not hang the kernel, and with it every co-located rank and the host: after the
+// timeout it reports kErrorTimeout in phase kPhaseLocalCopy (peer -1, `expected` the parity) and
+// returns false. It does not give up on a poisoned buffer: the copy is in flight and will land.
+SY_DEVICE bool wait_stage_barrier(uint64_t* barrier, uint32_t parity, const Diagnostics& diagnostics) {
+    if (ptx::mbarrier_try_wait_parity(barrier, parity)) return true;
+    const uint64_t start = ptx::globaltimer_ns();
+    for (uint32_t spin = 1;; ++spin) {
+        if (ptx::mbarrier_try_wait_parity(barrier, parity)) return true;
+        if ((spin & 15u) == 0) {  // try_wait suspends the thread a while before it answers no
+            const uint64_t elapsed = ptx::globaltimer_ns() - start;
+            if (elapsed > diagnostics.timeout_ns) {
+                report_error(diagnostics, kErrorTimeout, kPhaseLocalCopy, -1, parity, parity ^ 1u, elapsed);
+                return false;
+            }
+        }
+    }
 }
 
 // For lock-step protocols (high-throughput), where no peer can be past this rank's op while this

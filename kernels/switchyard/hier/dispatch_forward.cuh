@@ -43,10 +43,11 @@ SY_DEVICE void load_record(const uint8_t* record, uint8_t* stage, uint64_t* barr
     ptx::bulk_load(stage, record, bytes, barrier);
 }
 
-SY_DEVICE void wait_stage(uint64_t* barrier, uint32_t& phase) {
-    while (!ptx::mbarrier_try_wait_parity(barrier, phase)) {
-    }
+// Waits for the load into a stage (bounded: wait_stage_barrier); `phase` is that stage's next.
+SY_DEVICE bool wait_stage(uint64_t* barrier, uint32_t& phase, const Diagnostics& diagnostics) {
+    if (!wait_stage_barrier(barrier, phase, diagnostics)) return false;
     phase ^= 1u;
+    return true;
 }
 
 // Where item `item` forwards: source node, batch and record range (empty: lo >= hi).
@@ -177,7 +178,8 @@ SY_DEVICE bool forward_records(const HierDispatchArgs<Backend>& args, const Hier
         if (lane == 0) load_record(base + int64_t(it.lo) * args.forward_bytes, stages, &barriers[0], stage_bytes);
         for (int32_t slot = it.lo; slot < it.hi; ++slot) {
             const int stage = (slot - it.lo) & 1;
-            wait_stage(&barriers[stage], phases[stage]);
+            if (!__all_sync(0xffffffffu, wait_stage(&barriers[stage], phases[stage], c.diagnostics)))
+                return false;  // reported
             if (lane == 0 && slot + 1 < it.hi) {
                 ptx::bulk_wait_read<0>();  // the other stage's bulk store (two records ago) has read it
                 load_record(base + int64_t(slot + 1) * args.forward_bytes, stages + (stage ^ 1) * stage_bytes,

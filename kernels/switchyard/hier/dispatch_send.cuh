@@ -171,20 +171,23 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
     SenderRuns<kClaimTokens> tokens{args.ht.common.num_tokens,
                                     ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
                                                (unsigned long long)kClaimTokens}};
-    uint32_t phases[2] = {0u, 0u};
     int32_t first = 0, count = 0;
     int token = tokens.begin();
     HierRoute route{};
     if (token >= 0) route = load_route<Shape>(args, op, token);
     bool ok = true;
     for (int index = 0; token >= 0; ++index) {
-        const int stage = index & 1;
+        const StageUse use = StageUse::of_token(index);  // the stage and its barrier's phase
+        const int stage = use.stage;
         if (!kPrefetch || index == 0) {
             if (lane == 0) ptx::bulk_wait_read<1>();  // the stores from this stage two tokens ago read it
             __syncwarp();
         }
         uint8_t* staged = stages + int64_t(stage) * stage_bytes;
-        ht_detail::stage_token<Shape>(args.ht, token, staged, &barriers[stage], phases[stage], kPrefetch && index != 0);
+        if (!ht_detail::stage_token<Shape>(args.ht, token, staged, &barriers[stage], use, kPrefetch && index != 0)) {
+            ok = false;  // reported; this warp's runs never complete their batches
+            break;
+        }
         bool run_ended = false;
         const int next = tokens.after(token, run_ended);
         if (kPrefetch && next >= 0) {

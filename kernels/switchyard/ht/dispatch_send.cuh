@@ -10,6 +10,7 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/claim_ahead.cuh"
+#include "switchyard/common/diagnostics.cuh"
 #include "switchyard/common/fp8.cuh"
 #include "switchyard/common/op_trace.cuh"
 #include "switchyard/common/ptx.cuh"
@@ -39,6 +40,22 @@ struct HtDispatchShape {
     // The records as they land in the receive region; a stage holds payload and scales.
     SY_HOST_DEVICE static constexpr RecordLayout record() {
         return RecordLayout::dispatch(kHidden, kRecordPayload, kScaleKind, kTopk);
+    }
+};
+
+// Which phase of a stage barrier a staged token waits for. A sender warp stages its tokens through
+// two shared-memory stages in turn, and each use of a stage completes one phase of its barrier, so
+// the warp's token of index i (0, 1, 2, ... in the order it stages them) uses stage i & 1 and waits
+// for that barrier's phase i / 2, of parity (i / 2) & 1. A type of its own, made only from the
+// index, so no caller can pass a parity of its own keeping: one that does not advance with the uses
+// waits for the wrong phase on every other use of a stage, reads the stage before its load lands,
+// and lets the next load arrive on a phase whose one arrival was already counted, after which the
+// barrier never completes a phase again.
+struct StageUse {
+    int32_t stage;
+    uint32_t parity;
+    SY_HOST_DEVICE static StageUse of_token(int32_t index) {
+        return StageUse{index & 1, uint32_t(index >> 1) & 1u};
     }
 };
 
@@ -105,14 +122,15 @@ SY_DEVICE void quantize_token(const HtDispatchArgs& args, int token, uint8_t* st
 }
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
-// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here; `phase`
-// is the parity of the stage barrier's phase that load completes.
+// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here; `use`
+// says which phase of the stage barrier that load completes. False when that phase never completed
+// (reported: wait_stage_barrier); the warp then sends nothing more.
 template <typename Shape>
-SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
-                           uint32_t phase, bool prefetched) {
+SY_DEVICE bool stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
+                           StageUse use, bool prefetched) {
     if constexpr (Shape::kQuantize) {
         quantize_token<Shape>(args, token, stage);
-        return;
+        return true;
     }
     const uint32_t lane = ptx::lane_id();
     const RecordLayout r = Shape::record();
@@ -125,9 +143,9 @@ SY_DEVICE void stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
                 args.x_scales[int64_t(token) * args.scale_row_stride + int64_t(w) * args.scale_col_stride];
         ptx::fence_proxy_async_shared();
     }
-    while (!ptx::mbarrier_try_wait_parity(barrier, phase)) {
-    }
-    __syncwarp();
+    // Every lane waits; the answer is the warp's (a lane that saw the phase complete just after
+    // another gave up still stops with it).
+    return __all_sync(0xffffffffu, wait_stage_barrier(barrier, use.parity, args.common.diagnostics));
 }
 
 // A token's routing as send_token needs it: lanes < K hold its expert, its position among the
@@ -281,16 +299,18 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
     TokenRoute route{};
     if (token >= 0) route = load_route<Shape>(args, token);
     for (int index = 0; token >= 0; ++index) {
-        const int stage = index & 1;
+        // Each use of a stage completes one phase of its barrier, and the stages alternate. (Phases
+        // kept in an array indexed by the stage lived in local memory: a load and a store per token.)
+        const StageUse use = StageUse::of_token(index);
+        const int stage = use.stage;
         if (!kPrefetch || index == 0) {
             // The stores issued from this stage two tokens ago must have read it.
             if (lane == 0) ptx::bulk_wait_read<1>();
             __syncwarp();
         }
-        // Each use of a stage completes one phase of its barrier, and the stages alternate. (Phases
-        // kept in an array indexed by the stage lived in local memory: a load and a store per token.)
-        stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage],
-                           uint32_t(index >> 1) & 1u, kPrefetch && index != 0);
+        if (!stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage], use,
+                                kPrefetch && index != 0))
+            break;  // reported; the op fails and signals nothing
         const int next = tokens.after(token);
         if (kPrefetch && next >= 0) {
             const int next_stage = stage ^ 1;
