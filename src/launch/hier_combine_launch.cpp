@@ -19,60 +19,11 @@ jit::CompileOptions combine_options(const HierCombineKernelShape& shape) {
     return hier_compile_options(shape.gin);
 }
 
-// The direct path's argument struct: rows, handle arrays, home inputs and outputs.
-device::HtCombineArgs direct_args(const LaunchContext& context, const HtCombinePlan& plan,
-                                  const HtCombineViews& views) {
-    device::HtCombineArgs args{};
-    args.common = ht_common(context, plan.extents);
-    args.recv_info = views.recv_info;
-    args.weighted = plan.weighted ? 1 : 0;
-    args.y = static_cast<const uint8_t*>(views.y.ptr());
-    args.y_row_stride_bytes = views.y.strides[0] * 2;
-    if (views.row_weights.defined()) {
-        args.row_weights = views.row_weights.ptr_as<const float>();
-        args.row_weights_stride = views.row_weights.strides[0];
-    }
-    args.row_src_token = views.row_src_token;
-    args.row_combine_slot = views.row_combine_slot;
-    args.row_expert_row = views.row_expert_row;
-    args.dispatch_row_weights = views.dispatch_row_weights;
-    args.topk_idx = views.topk_idx;
-    args.token_rank_slot = views.token_rank_slot;
-    if (views.home_weights.defined()) {
-        args.home_weights = views.home_weights.ptr_as<const float>();
-        args.home_weights_stride = views.home_weights.strides[0];
-    }
-    if (views.bias0.defined()) {
-        args.bias0 = views.bias0.ptr_as<const uint16_t>();
-        args.bias0_stride = views.bias0.strides[0];
-    }
-    if (views.bias1.defined()) {
-        args.bias1 = views.bias1.ptr_as<const uint16_t>();
-        args.bias1_stride = views.bias1.strides[0];
-    }
-    args.out = views.out.ptr_as<uint16_t>();
-    args.out_stride = views.out.strides[0];
-    args.combined_weights = views.combined_weights;
-    args.trace = views.trace;
-    return args;
-}
-
-template <class Backend>
-typename Backend::Context network_context(const LaunchContext& context);
-template <>
-device::EmulatedNetContext network_context<device::NetEmulated>(const LaunchContext& context) {
-    return context.network->emulated_context();
-}
-template <>
-device::GinNetContext network_context<device::NetGin>(const LaunchContext& context) {
-    return context.network->gin_context();
-}
-
 template <class Backend>
 void launch_with(const LaunchContext& context, const HtCombinePlan& plan, const HtCombineViews& views,
                  const HierCombineKernelShape& shape) {
     device::HierCombineArgs<Backend> args{};
-    args.ht = direct_args(context, plan, views);
+    args.ht = ht_combine_args(context, plan, views);
     args.net = network_context<Backend>(context);
     args.forward_meta = views.forward_meta;
     args.forward_counts = views.forward_counts;
@@ -94,9 +45,9 @@ jit::KernelSource hier_combine_source(const HierCombineKernelShape& shape) {
     return {shape.gin ? "hier_combine_gin" : "hier_combine", "switchyard/hier/combine.cuh",
             std::string("switchyard::device::hier_combine_kernel<") +
                 (shape.gin ? "switchyard::device::NetGin" : "switchyard::device::NetEmulated") + ", " +
-                std::to_string(kWarps) + ", " + std::to_string(kSendWarps) + ", " + std::to_string(shape.send_group) +
-                ", " + std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
-                std::to_string(shape.mode) + ">"};
+                std::to_string(kWarps) + ", " + std::to_string(kSendWarps) + ", " +
+                std::to_string(shape.send_group) + ", " + std::to_string(shape.hidden) + ", " +
+                std::to_string(shape.topk) + ", " + std::to_string(shape.mode) + ">"};
 }
 
 const jit::Kernel& hier_combine_kernel(const HierCombineKernelShape& shape, int device) {
@@ -104,7 +55,8 @@ const jit::Kernel& hier_combine_kernel(const HierCombineKernelShape& shape, int 
     return kernels.get(shape, device);
 }
 
-void launch_hier_combine(const LaunchContext& context, const HtCombinePlan& plan, const HtCombineViews& views) {
+void launch_hier_combine(const LaunchContext& context, const HtCombinePlan& plan,
+                         const HtCombineViews& views) {
     if (!context.network)
         throw Error("switchyard: the hierarchical combine was launched on a buffer without a network");
     const HierCombineKernelShape shape{plan.gin, plan.extents.hidden, plan.extents.topk, plan.mode,

@@ -22,18 +22,6 @@ jit::CompileOptions dispatch_options(const HierDispatchKernelShape& shape) {
     return hier_compile_options(shape.gin);
 }
 
-// The argument struct's network context for the buffer's backend.
-template <class Backend>
-typename Backend::Context network_context(const LaunchContext& context);
-template <>
-device::EmulatedNetContext network_context<device::NetEmulated>(const LaunchContext& context) {
-    return context.network->emulated_context();
-}
-template <>
-device::GinNetContext network_context<device::NetGin>(const LaunchContext& context) {
-    return context.network->gin_context();
-}
-
 template <class Backend>
 void launch_with(const LaunchContext& context, const HtDispatchPlan& plan, const HtDispatchViews& views,
                  const HierDispatchKernelShape& shape, const device::HtDispatchArgs& ht) {
@@ -66,13 +54,14 @@ jit::CompileOptions hier_compile_options(bool gin) {
 }
 
 device::RecordLayout hier_forward_record(const HtDispatchPlan& plan) {
-    const int32_t payload = plan.scale_kind == device::kScaleNone ? device::kPayloadBf16 : device::kPayloadFp8;
+    const int32_t payload =
+        plan.scale_kind == device::kScaleNone ? device::kPayloadBf16 : device::kPayloadFp8;
     return device::hier_forward_record(plan.extents.hidden, payload, plan.scale_kind, plan.extents.topk,
                                        plan.ranks_per_node);
 }
 
-HierDispatchKernelShape hier_dispatch_kernel_shape(bool gin, int hidden, int topk, int input_payload, int scale_kind,
-                                                   bool masked_layout) {
+HierDispatchKernelShape hier_dispatch_kernel_shape(bool gin, int hidden, int topk, int input_payload,
+                                                   int scale_kind, bool masked_layout) {
     const int record_payload = scale_kind == device::kScaleNone ? device::kPayloadBf16 : device::kPayloadFp8;
     const int64_t stage_bytes =
         device::RecordLayout::dispatch(hidden, record_payload, scale_kind, topk).meta_offset;
@@ -92,8 +81,8 @@ jit::KernelSource hier_dispatch_source(const HierDispatchKernelShape& shape) {
     return {shape.gin ? "hier_dispatch_gin" : "hier_dispatch", "switchyard/hier/dispatch.cuh",
             "switchyard::device::hier_dispatch_kernel<" + backend_name(shape.gin) + ", " +
                 std::to_string(shape.warps) + ", " + std::to_string(shape.send_warps) + ", " +
-                std::to_string(tuning::kHierDispatchClaimTokens) + ", " + std::to_string(shape.hidden) + ", " +
-                std::to_string(shape.topk) + ", " + std::to_string(shape.input_payload) + ", " +
+                std::to_string(tuning::kHierDispatchClaimTokens) + ", " + std::to_string(shape.hidden) +
+                ", " + std::to_string(shape.topk) + ", " + std::to_string(shape.input_payload) + ", " +
                 std::to_string(shape.scale_kind) + ", " + (shape.masked_layout ? "true" : "false") + ">"};
 }
 
@@ -102,36 +91,17 @@ const jit::Kernel& hier_dispatch_kernel(const HierDispatchKernelShape& shape, in
     return kernels.get(shape, device);
 }
 
-void launch_hier_dispatch(const LaunchContext& context, const HtDispatchPlan& plan, const HtDispatchViews& views) {
+void launch_hier_dispatch(const LaunchContext& context, const HtDispatchPlan& plan,
+                          const HtDispatchViews& views) {
     if (!context.network)
         throw Error("switchyard: the hierarchical dispatch was launched on a buffer without a network");
     const HierDispatchKernelShape shape =
         hier_dispatch_kernel_shape(plan.gin, plan.extents.hidden, plan.extents.topk, plan.input_payload,
                                    plan.scale_kind, plan.layout == RecvLayout::kExpertMasked);
-    // The direct path's argument struct carries the inputs, the routing and the receive summary.
-    device::HtDispatchArgs ht{};
-    ht.common = ht_common(context, plan.extents);
-    ht.x = static_cast<const uint8_t*>(views.x.ptr());
-    ht.x_row_stride_bytes = views.x.strides[0] * int64_t(views.x.element_size());
-    if (views.x_scales.defined()) {
-        ht.x_scales = static_cast<const uint32_t*>(views.x_scales.ptr());
-        ht.scale_row_stride = views.x_scales.strides[0];
-        ht.scale_col_stride = views.x_scales.strides[1];
-    }
-    if (views.topk_weights.defined()) {
-        ht.topk_weights = views.topk_weights.ptr_as<const float>();
-        ht.weights_row_stride = views.topk_weights.strides[0];
-    }
-    ht.topk_idx = views.topk_copy;
-    ht.token_rank_slot = views.token_rank_slot;
-    ht.token_expert_pos = views.token_expert_pos;
-    ht.num_tokens_per_rank = views.num_tokens_per_rank;
-    ht.num_tokens_per_expert = views.num_tokens_per_expert;
-    ht.counts_notified = 0;  // the counts go out from the dispatch kernel (hier/dispatch_counts.cuh)
-    ht.recv_info = views.recv_info;
-    ht.expert_alignment = plan.expert_alignment;
-    ht.host_counts = plan.host_synced ? views.host_counts : nullptr;
-    ht.trace = views.trace;
+    // The direct path's argument struct carries the inputs, the routing and the receive summary;
+    // the counts go out from the dispatch kernel (hier/dispatch_counts.cuh), never the routing's.
+    device::HtDispatchArgs ht = ht_dispatch_args(context, plan, views);
+    ht.counts_notified = 0;
     if (plan.gin)
         launch_with<device::NetGin>(context, plan, views, shape, ht);
     else

@@ -12,13 +12,16 @@
 #include "launch/ht_launch.hpp"
 #include "launch/kernel_catalog.hpp"
 #include "launch/launch_context.hpp"
+#include "net/network.hpp"
 
 namespace switchyard::launch {
 
-void launch_hier_dispatch(const LaunchContext& context, const HtDispatchPlan& plan, const HtDispatchViews& views);
+void launch_hier_dispatch(const LaunchContext& context, const HtDispatchPlan& plan,
+                          const HtDispatchViews& views);
 // `weights_travel`: a flat weighted combine (the homes' weights, views.home_weights, go to the
 // forwarders that reduce for them).
-void launch_hier_combine(const LaunchContext& context, const HtCombinePlan& plan, const HtCombineViews& views);
+void launch_hier_combine(const LaunchContext& context, const HtCombinePlan& plan,
+                         const HtCombineViews& views);
 
 // The forward record of a dispatch plan (its size is what the byte accounting counts per token and
 // destination node).
@@ -34,8 +37,8 @@ struct HierDispatchKernelShape {
     bool masked_layout = false;
     bool operator==(const HierDispatchKernelShape&) const = default;
 };
-HierDispatchKernelShape hier_dispatch_kernel_shape(bool gin, int hidden, int topk, int input_payload, int scale_kind,
-                                                   bool masked_layout);
+HierDispatchKernelShape hier_dispatch_kernel_shape(bool gin, int hidden, int topk, int input_payload,
+                                                   int scale_kind, bool masked_layout);
 jit::KernelSource hier_dispatch_source(const HierDispatchKernelShape& shape);
 const jit::Kernel& hier_dispatch_kernel(const HierDispatchKernelShape& shape, int device);
 
@@ -48,6 +51,18 @@ struct HierCombineKernelShape {
 };
 jit::KernelSource hier_combine_source(const HierCombineKernelShape& shape);
 const jit::Kernel& hier_combine_kernel(const HierCombineKernelShape& shape, int device);
+
+// The argument structs' network context for the buffer's backend (the emulated network's or GIN's).
+template <class Backend>
+typename Backend::Context network_context(const LaunchContext& context);
+template <>
+inline device::EmulatedNetContext network_context<device::NetEmulated>(const LaunchContext& context) {
+    return context.network->emulated_context();
+}
+template <>
+inline device::GinNetContext network_context<device::NetGin>(const LaunchContext& context) {
+    return context.network->gin_context();
+}
 
 // How an instantiation of either family is compiled: the nvcc path for GIN, NVRTC otherwise.
 jit::CompileOptions hier_compile_options(bool gin);

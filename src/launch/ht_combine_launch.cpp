@@ -29,9 +29,8 @@ const jit::Kernel& ht_combine_kernel(const HtCombineKernelShape& shape, int devi
     return kernels.get(shape, device);
 }
 
-void launch_ht_combine(const LaunchContext& context, const HtCombinePlan& plan, const HtCombineViews& views) {
-    const jit::Kernel& kernel =
-        ht_combine_kernel(ht_combine_kernel_shape(plan.extents, plan.mode, plan.num_sms), context.device);
+device::HtCombineArgs ht_combine_args(const LaunchContext& context, const HtCombinePlan& plan,
+                                      const HtCombineViews& views) {
     device::HtCombineArgs args{};
     args.common = ht_common(context, plan.extents);
     args.recv_info = views.recv_info;
@@ -64,6 +63,13 @@ void launch_ht_combine(const LaunchContext& context, const HtCombinePlan& plan, 
     args.out_stride = views.out.strides[0];
     args.combined_weights = views.combined_weights;
     args.trace = views.trace;
+    return args;
+}
+
+void launch_ht_combine(const LaunchContext& context, const HtCombinePlan& plan, const HtCombineViews& views) {
+    const jit::Kernel& kernel =
+        ht_combine_kernel(ht_combine_kernel_shape(plan.extents, plan.mode, plan.num_sms), context.device);
+    const device::HtCombineArgs args = ht_combine_args(context, plan, views);
 
     jit::LaunchConfig config;
     config.grid[0] = unsigned(plan.num_sms);

@@ -41,10 +41,8 @@ const jit::Kernel& ht_dispatch_kernel(const HtDispatchKernelShape& shape, int de
     return kernels.get(shape, device);
 }
 
-void launch_ht_dispatch(const LaunchContext& context, const HtDispatchPlan& plan,
-                        const HtDispatchViews& views) {
-    const HtDispatchKernelShape shape = ht_dispatch_kernel_shape(plan);
-    const jit::Kernel& kernel = ht_dispatch_kernel(shape, context.device);
+device::HtDispatchArgs ht_dispatch_args(const LaunchContext& context, const HtDispatchPlan& plan,
+                                        const HtDispatchViews& views) {
     device::HtDispatchArgs args{};
     args.common = ht_common(context, plan.extents);
     args.x = static_cast<const uint8_t*>(views.x.ptr());
@@ -68,6 +66,14 @@ void launch_ht_dispatch(const LaunchContext& context, const HtDispatchPlan& plan
     args.expert_alignment = plan.expert_alignment;
     args.host_counts = plan.host_synced ? views.host_counts : nullptr;
     args.trace = views.trace;
+    return args;
+}
+
+void launch_ht_dispatch(const LaunchContext& context, const HtDispatchPlan& plan,
+                        const HtDispatchViews& views) {
+    const HtDispatchKernelShape shape = ht_dispatch_kernel_shape(plan);
+    const jit::Kernel& kernel = ht_dispatch_kernel(shape, context.device);
+    const device::HtDispatchArgs args = ht_dispatch_args(context, plan, views);
 
     jit::LaunchConfig config;
     config.grid[0] = unsigned(plan.num_sms);

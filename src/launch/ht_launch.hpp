@@ -167,4 +167,11 @@ HtCombineKernelShape ht_combine_kernel_shape(const HtExtents& extents, int mode,
 // The one HtCommon fill every HT launcher uses.
 device::HtCommon ht_common(const LaunchContext& context, const HtExtents& extents);
 
+// The argument structs of the dispatch and the combine, filled from the plan and the views: the
+// direct kernels take them as they are, the hierarchical ones (hier_launch.hpp) inside their own.
+device::HtDispatchArgs ht_dispatch_args(const LaunchContext& context, const HtDispatchPlan& plan,
+                                        const HtDispatchViews& views);
+device::HtCombineArgs ht_combine_args(const LaunchContext& context, const HtCombinePlan& plan,
+                                      const HtCombineViews& views);
+
 }  // namespace switchyard::launch
