@@ -34,7 +34,8 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 }
 
 void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
-                      int64_t shared_bytes, const void* args, size_t args_size, const jit::CompileOptions& options) {
+                      int64_t shared_bytes, const void* args, size_t args_size,
+                      const jit::CompileOptions& options) {
     const jit::Kernel& kernel = jit::get_kernel(source, context.device, options);
     jit::LaunchConfig config;
     config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
@@ -45,43 +46,58 @@ void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& cont
     jit::launch(kernel, config, args, args_size);  // raises the shared-memory limit as needed
 }
 
-std::vector<jit::KernelSource> ll_op_sources(const LlDispatchShape& shape) {
+namespace {
+
+// Adds `source` unless an instantiation of the same name is there already.
+void add_once(std::vector<jit::KernelSource>& sources, const jit::KernelSource& source) {
+    for (const jit::KernelSource& known : sources)
+        if (known.kernel == source.kernel) return;
+    sources.push_back(source);
+}
+
+}  // namespace
+
+std::vector<jit::KernelSource> ll_op_sources_of(const LlDispatchShape& shape,
+                                                const LlDispatchSourceOf& dispatch,
+                                                const LlCombineSourceOf& combine) {
     std::vector<jit::KernelSource> sources;
-    auto add = [&](const jit::KernelSource& source) {
-        for (const jit::KernelSource& known : sources)
-            if (known.kernel == source.kernel) return;
-        sources.push_back(source);
-    };
     for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
-        LlDispatchShape dispatch = shape;
-        dispatch.phases = phases;
-        add(ll_dispatch_source(dispatch));
+        LlDispatchShape halves = shape;
+        halves.phases = phases;
+        add_once(sources, dispatch(halves));
         for (bool hierarchical : {false, true})
-            add(ll_combine_source(
-                {shape.hidden, shape.topk, shape.index_is_int64, phases, hierarchical, shape.contiguous}));
+            add_once(sources, combine({shape.hidden, shape.topk, shape.index_is_int64, phases, hierarchical,
+                                       shape.contiguous}));
     }
     return sources;
 }
 
-std::vector<jit::KernelSource> ll_catalog(const CatalogShape& catalog) {
+std::vector<jit::KernelSource> ll_op_sources(const LlDispatchShape& shape) {
+    return ll_op_sources_of(shape, &ll_dispatch_source, &ll_combine_source);
+}
+
+std::vector<jit::KernelSource> ll_catalog_of(
+    const CatalogShape& catalog,
+    const std::function<std::vector<jit::KernelSource>(const LlDispatchShape&)>& op_sources,
+    const std::string& dispatch_family) {
     std::vector<jit::KernelSource> dispatches, combines;
-    auto add = [](std::vector<jit::KernelSource>& sources, const jit::KernelSource& source) {
-        for (const jit::KernelSource& known : sources)
-            if (known.kernel == source.kernel) return;
-        sources.push_back(source);
-    };
     for (int scale_kind : {device::kScaleNone, device::kScaleFloat32, device::kScaleUe8m0})
         for (bool index_is_int64 : {false, true})
             for (bool contiguous : {false, true})
                 for (const jit::KernelSource& source :
-                     ll_op_sources({catalog.hidden, catalog.topk, scale_kind, index_is_int64,
-                                    device::kLlBothHalves, contiguous}))
-                    add(source.family == "ll_dispatch" ? dispatches : combines, source);
+                     op_sources({catalog.hidden, catalog.topk, scale_kind, index_is_int64,
+                                 device::kLlBothHalves, contiguous}))
+                    add_once(source.family == dispatch_family ? dispatches : combines, source);
     dispatches.insert(dispatches.end(), combines.begin(), combines.end());
+    return dispatches;
+}
+
+std::vector<jit::KernelSource> ll_catalog(const CatalogShape& catalog) {
+    std::vector<jit::KernelSource> sources = ll_catalog_of(catalog, &ll_op_sources, "ll_dispatch");
     // Across nodes, on the emulated network (NVRTC; the GIN twins compile with nvcc: ll_net_catalog).
     const std::vector<jit::KernelSource> across_nodes = ll_net_catalog(catalog, false);
-    dispatches.insert(dispatches.end(), across_nodes.begin(), across_nodes.end());
-    return dispatches;
+    sources.insert(sources.end(), across_nodes.begin(), across_nodes.end());
+    return sources;
 }
 
 }  // namespace switchyard::launch

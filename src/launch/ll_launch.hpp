@@ -7,9 +7,12 @@
 // arguments and launch constants (core/tuning.hpp) once, for both the template and the launch.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "jit/jit.hpp"
+#include "launch/kernel_catalog.hpp"
 #include "launch/launch_context.hpp"
 #include "switchyard/common/op_trace.cuh"
 #include "switchyard/ll/combine.cuh"
@@ -47,6 +50,20 @@ jit::KernelSource ll_combine_source(const LlCombineShape& shape);
 // Every instantiation an LL dispatch of `shape` (its phases ignored) and the combines that answer
 // it can use: both halves together and each alone, both reductions.
 std::vector<jit::KernelSource> ll_op_sources(const LlDispatchShape& shape);
+
+// The same walk for any pair of LL families (the one-node kernels, or those across nodes): the
+// dispatch and combine sources of one op shape, each instantiation once.
+using LlDispatchSourceOf = std::function<jit::KernelSource(const LlDispatchShape&)>;
+using LlCombineSourceOf = std::function<jit::KernelSource(const LlCombineShape&)>;
+std::vector<jit::KernelSource> ll_op_sources_of(const LlDispatchShape& shape,
+                                                const LlDispatchSourceOf& dispatch,
+                                                const LlCombineSourceOf& combine);
+// Every instantiation `op_sources` gives over the catalog shape's scale kinds, index types and
+// layouts, dispatches (family `dispatch_family`) first, each once.
+std::vector<jit::KernelSource> ll_catalog_of(
+    const CatalogShape& catalog,
+    const std::function<std::vector<jit::KernelSource>(const LlDispatchShape&)>& op_sources,
+    const std::string& dispatch_family);
 
 // One LL dispatch as core planned it.
 struct LlDispatchPlan {

@@ -90,9 +90,9 @@ jit::KernelSource ll_net_dispatch_source(const LlDispatchShape& shape, bool gin)
             std::string("switchyard::device::ll_net_dispatch_kernel<") + backend_name(gin) + ", " +
                 std::to_string(tuning::kLlWarps) + ", " + std::to_string(tuning::kLlSendItemsPerWarp) + ", " +
                 std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
-                std::to_string(shape.scale_kind) + ", " + (sends && shape.index_is_int64 ? "long long" : "int") +
-                ", " + std::to_string(shape.phases) + ", " + (receives && shape.contiguous ? "true" : "false") +
-                ">"};
+                std::to_string(shape.scale_kind) + ", " +
+                (sends && shape.index_is_int64 ? "long long" : "int") + ", " + std::to_string(shape.phases) +
+                ", " + (receives && shape.contiguous ? "true" : "false") + ">"};
 }
 
 jit::KernelSource ll_net_combine_source(const LlCombineShape& shape, bool gin) {
@@ -102,8 +102,8 @@ jit::KernelSource ll_net_combine_source(const LlCombineShape& shape, bool gin) {
             std::string("switchyard::device::ll_net_combine_kernel<") + backend_name(gin) + ", " +
                 std::to_string(tuning::kLlWarps) + ", " + std::to_string(tuning::kLlSendItemsPerWarp) + ", " +
                 std::to_string(shape.hidden) + ", " + std::to_string(shape.topk) + ", " +
-                (receives && shape.index_is_int64 ? "long long" : "int") + ", " + std::to_string(shape.phases) +
-                ", " + (shape.hierarchical ? "true" : "false") + ", " +
+                (receives && shape.index_is_int64 ? "long long" : "int") + ", " +
+                std::to_string(shape.phases) + ", " + (shape.hierarchical ? "true" : "false") + ", " +
                 (sends && shape.contiguous ? "true" : "false") + ">"};
 }
 
@@ -112,52 +112,29 @@ jit::CompileOptions ll_net_compile_options(bool gin) {
 }
 
 std::vector<jit::KernelSource> ll_net_op_sources(const LlDispatchShape& shape, bool gin) {
-    std::vector<jit::KernelSource> sources;
-    auto add = [&](const jit::KernelSource& source) {
-        for (const jit::KernelSource& known : sources)
-            if (known.kernel == source.kernel) return;
-        sources.push_back(source);
-    };
-    for (int phases : {device::kLlBothHalves, device::kLlSendHalf, device::kLlRecvHalf}) {
-        LlDispatchShape dispatch = shape;
-        dispatch.phases = phases;
-        add(ll_net_dispatch_source(dispatch, gin));
-        for (bool hierarchical : {false, true})
-            add(ll_net_combine_source(
-                {shape.hidden, shape.topk, shape.index_is_int64, phases, hierarchical, shape.contiguous}, gin));
-    }
-    return sources;
+    return ll_op_sources_of(
+        shape, [gin](const LlDispatchShape& dispatch) { return ll_net_dispatch_source(dispatch, gin); },
+        [gin](const LlCombineShape& combine) { return ll_net_combine_source(combine, gin); });
 }
 
 std::vector<jit::KernelSource> ll_net_catalog(const CatalogShape& catalog, bool gin) {
-    std::vector<jit::KernelSource> dispatches, combines;
-    auto add = [](std::vector<jit::KernelSource>& sources, const jit::KernelSource& source) {
-        for (const jit::KernelSource& known : sources)
-            if (known.kernel == source.kernel) return;
-        sources.push_back(source);
-    };
-    for (int scale_kind : {device::kScaleNone, device::kScaleFloat32, device::kScaleUe8m0})
-        for (bool index_is_int64 : {false, true})
-            for (bool contiguous : {false, true})
-                for (const jit::KernelSource& source :
-                     ll_net_op_sources({catalog.hidden, catalog.topk, scale_kind, index_is_int64,
-                                        device::kLlBothHalves, contiguous},
-                                       gin))
-                    add(source.family == "ll_net_dispatch" ? dispatches : combines, source);
-    dispatches.insert(dispatches.end(), combines.begin(), combines.end());
-    return dispatches;
+    return ll_catalog_of(
+        catalog, [gin](const LlDispatchShape& shape) { return ll_net_op_sources(shape, gin); },
+        "ll_net_dispatch");
 }
 
-void launch_ll_net_dispatch(const LaunchContext& context, const LlDispatchPlan& plan, const LlDispatchViews& views,
-                            const LlNetViews& net_views, int phases, const device::OpTrace& trace) {
+void launch_ll_net_dispatch(const LaunchContext& context, const LlDispatchPlan& plan,
+                            const LlDispatchViews& views, const LlNetViews& net_views, int phases,
+                            const device::OpTrace& trace) {
     if (uses_gin(context))
         dispatch_on<device::NetGin>(context, plan, views, net_views, phases, trace, true);
     else
         dispatch_on<device::NetEmulated>(context, plan, views, net_views, phases, trace, false);
 }
 
-void launch_ll_net_combine(const LaunchContext& context, const LlCombinePlan& plan, const LlCombineViews& views,
-                           const LlNetViews& net_views, int phases, const device::OpTrace& trace) {
+void launch_ll_net_combine(const LaunchContext& context, const LlCombinePlan& plan,
+                           const LlCombineViews& views, const LlNetViews& net_views, int phases,
+                           const device::OpTrace& trace) {
     if (uses_gin(context))
         combine_on<device::NetGin>(context, plan, views, net_views, phases, trace, true);
     else
