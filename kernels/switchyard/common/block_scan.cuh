@@ -21,6 +21,18 @@ SY_DEVICE bool first_lane_with(int32_t value) {
     return first_lane_with(value, same);
 }
 
+// Over a full warp: a selected lane's position among the selected lanes, ordered by `key`
+// ascending (keys distinct among them); 0 in the others. Every lane takes part in each shuffle (the
+// loop is warp-uniform): a shuffle that names lanes which skip it is undefined behaviour.
+SY_DEVICE int position_among_selected(bool selected, int32_t key) {
+    int position = 0;
+    for (uint32_t rest = __ballot_sync(0xffffffffu, selected); rest != 0; rest &= rest - 1) {
+        const int32_t other = __shfl_sync(0xffffffffu, key, __ffs(rest) - 1);
+        if (selected && other < key) ++position;
+    }
+    return position;
+}
+
 // Inclusive prefix sum over the lanes of a full warp.
 SY_DEVICE int64_t warp_inclusive_sum(int64_t value) {
     const int lane = int(threadIdx.x % 32);

@@ -78,12 +78,7 @@ SY_DEVICE void reduce_partials(const LlCombineArgs& args, uint8_t* set_base, int
         expert >= 0 && shared_present[expert / args.local_experts] != 0 ? expert / args.local_experts : -1;
     // The lowest k of each owner holds its partial; `position` orders those slots by rank.
     const bool holds = first_lane_with(owner);
-    const uint32_t holders = __ballot_sync(0xffffffffu, holds);
-    int position = 0;
-    for (uint32_t rest = holders; rest != 0; rest &= rest - 1) {
-        const int32_t other = __shfl_sync(0xffffffffu, owner, __ffs(rest) - 1);
-        if (holds && other < owner) ++position;
-    }
+    const int position = position_among_selected(holds, owner);
     const uint8_t* row = holds ? args.buffer.set_layout.combine_row(set_base, int32_t(lane), t,
                                                                     LlSetLayout::combine_row_bytes(kHidden))
                                : nullptr;

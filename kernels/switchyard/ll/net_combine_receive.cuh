@@ -36,7 +36,8 @@ SY_DEVICE uint64_t accepted_contributors(const LlNodes& nodes, int32_t o, bool a
     if (!arrived) return 0;
     uint64_t accepted = header, refused = 0;
     for (int32_t g = 0; g < nodes.ranks_per_node; ++g)
-        if (((header >> g) & 1u) && shared_mask[nodes.rank_of(nodes.other_node(o), g)]) refused |= uint64_t(1) << g;
+        if (((header >> g) & 1u) && shared_mask[nodes.rank_of(nodes.other_node(o), g)])
+            refused |= uint64_t(1) << g;
     if (refused == 0) return accepted;
     return kHierarchical ? 0 : accepted & ~refused;
 }
@@ -77,7 +78,8 @@ SY_DEVICE bool wait_other_nodes(const LlNetCombineArgs<Backend>& args, const LlN
         if (record_stats)
             atomicAdd(reinterpret_cast<unsigned long long*>(args.base.wait_time_stats + forwarder),
                       (unsigned long long)(ptx::globaltimer_ns() - start));
-        const uint64_t header = arrived ? ptx::ld_relaxed_sys(buffer.set_layout.combine_header(set_base, o)) : 0;
+        const uint64_t header =
+            arrived ? ptx::ld_relaxed_sys(buffer.set_layout.combine_header(set_base, o)) : 0;
         return accepted_contributors<kHierarchical>(nodes, o, arrived, header, shared.base.mask);
     };
     if (!masking) {
@@ -128,8 +130,8 @@ SY_DEVICE void round_to_bf16(float (&acc)[kSteps][8]) {
 // partials summed over nodes ascending in fp32, rounded once. A node without a contribution to the
 // token adds nothing (the reference's order exactly).
 template <int kHidden, int kTopk, int kSteps, typename IndexT>
-SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& nodes, uint8_t* set_base, int32_t t,
-                                    int part, const ll_combine_detail::HomeSlots<IndexT>& home,
+SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& nodes, uint8_t* set_base,
+                                    int32_t t, int part, const ll_combine_detail::HomeSlots<IndexT>& home,
                                     const uint32_t* shared_present) {
     using namespace ll_combine_detail;
     constexpr int kBatch = kTopk < 4 ? kTopk : 4;  // rows loaded at a time (registers: two accumulators)
@@ -141,14 +143,6 @@ SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& no
     const int64_t row_bytes = LlSetLayout::combine_row_bytes(kHidden);
     const ReduceItem<kSteps> item = reduce_item<kHidden, kSteps>(part);
     const uint8_t* row = args.buffer.set_layout.combine_row(set_base, int32_t(lane), t, row_bytes);
-    // A lane's position among the selected lanes, ordered by `key` ascending.
-    auto position_of = [&](bool selected, int32_t key) {
-        const uint32_t lanes = __ballot_sync(0xffffffffu, selected);
-        int position = 0;
-        for (uint32_t rest = lanes; rest != 0; rest &= rest - 1)
-            if (selected && __shfl_sync(0xffffffffu, key, __ffs(rest) - 1) < key) ++position;
-        return position;
-    };
     // This node: a partial per rank.
     const bool own = owner_node == nodes.node && first_lane_with(owner);
     const int own_count = __popc(__ballot_sync(0xffffffffu, own));
@@ -157,8 +151,8 @@ SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& no
     for (int i = 0; i < kSteps; ++i)
 #pragma unroll
         for (int c = 0; c < 8; ++c) own_acc[i][c] = 0.0f;
-    accumulate_rows<kBatch, kSteps>(own ? row : nullptr, 1.0f, own, position_of(own, owner), own_count, item,
-                                    own_acc);
+    accumulate_rows<kBatch, kSteps>(own ? row : nullptr, 1.0f, own, position_among_selected(own, owner),
+                                    own_count, item, own_acc);
     round_to_bf16<kSteps>(own_acc);
     // Other nodes: a partial per node, before this one's and after it.
     const bool remote = owner_node >= 0 && owner_node != nodes.node && first_lane_with(owner_node);
@@ -168,26 +162,29 @@ SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& no
     for (int i = 0; i < kSteps; ++i)
 #pragma unroll
         for (int c = 0; c < 8; ++c) acc[i][c] = 0.0f;
-    accumulate_rows<kBatch, kSteps>(before ? row : nullptr, 1.0f, before, position_of(before, owner_node),
+    accumulate_rows<kBatch, kSteps>(before ? row : nullptr, 1.0f, before,
+                                    position_among_selected(before, owner_node),
                                     __popc(__ballot_sync(0xffffffffu, before)), item, acc);
     if (own_count > 0)
 #pragma unroll
         for (int i = 0; i < kSteps; ++i)
 #pragma unroll
             for (int c = 0; c < 8; ++c) acc[i][c] = acc[i][c] + own_acc[i][c];
-    accumulate_rows<kBatch, kSteps>(after ? row : nullptr, 1.0f, after, position_of(after, owner_node),
+    accumulate_rows<kBatch, kSteps>(after ? row : nullptr, 1.0f, after,
+                                    position_among_selected(after, owner_node),
                                     __popc(__ballot_sync(0xffffffffu, after)), item, acc);
     uint8_t* out = static_cast<uint8_t*>(args.out) + int64_t(t) * args.out_row_stride * 2;
 #pragma unroll
     for (int i = 0; i < kSteps; ++i)
-        if (item.in_range[i]) *reinterpret_cast<uint4*>(out + int64_t(item.channel[i]) * 2) = pack_bf16x8(acc[i]);
+        if (item.in_range[i])
+            *reinterpret_cast<uint4*>(out + int64_t(item.channel[i]) * 2) = pack_bf16x8(acc[i]);
 }
 
 // The receive half of every block across nodes (ll_combine_detail::reduce_home with the waits of
 // this path). Returns early (every thread of the block) when the op failed.
 template <int kNumWarps, int kHidden, int kTopk, typename IndexT, bool kHierarchical, class Backend>
-SY_DEVICE void reduce_home(const LlNetCombineArgs<Backend>& args, const LlNetCombineShared& shared, uint64_t sequence,
-                           bool same_node_known) {
+SY_DEVICE void reduce_home(const LlNetCombineArgs<Backend>& args, const LlNetCombineShared& shared,
+                           uint64_t sequence, bool same_node_known) {
     using namespace ll_combine_detail;
     const LlCombineArgs& base = args.base;
     const LlBufferArgs& buffer = base.buffer;
@@ -212,13 +209,14 @@ SY_DEVICE void reduce_home(const LlNetCombineArgs<Backend>& args, const LlNetCom
         if (item != global_warp) home = home_of(item);
         if constexpr (kHierarchical) {
             if (long_items)
-                reduce_node_partials<kHidden, kTopk, kLlReduceStepsPerItem, IndexT>(base, args.net.nodes, set_base, t,
-                                                                                    part, home, present);
+                reduce_node_partials<kHidden, kTopk, kLlReduceStepsPerItem, IndexT>(
+                    base, args.net.nodes, set_base, t, part, home, present);
             else
                 reduce_node_partials<kHidden, kTopk, 1, IndexT>(base, args.net.nodes, set_base, t, part, home,
                                                                 present);
         } else if (long_items) {
-            reduce_token<kHidden, kTopk, kLlReduceStepsPerItem, IndexT>(base, set_base, t, part, home, present);
+            reduce_token<kHidden, kTopk, kLlReduceStepsPerItem, IndexT>(base, set_base, t, part, home,
+                                                                        present);
         } else {
             reduce_token<kHidden, kTopk, 1, IndexT>(base, set_base, t, part, home, present);
         }

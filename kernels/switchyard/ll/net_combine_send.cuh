@@ -24,7 +24,8 @@ namespace switchyard::device {
 
 // Dynamic shared memory of the combine across nodes: the one-node combine's, then per other node
 // the ranks of it that contributed (a bit per local index).
-SY_HOST_DEVICE int64_t ll_net_combine_shared_bytes(int32_t num_ranks, int32_t local_experts, int32_t num_nodes) {
+SY_HOST_DEVICE int64_t ll_net_combine_shared_bytes(int32_t num_ranks, int32_t local_experts,
+                                                   int32_t num_nodes) {
     return ll_combine_shared_bytes(num_ranks, local_experts) + 8 * int64_t(num_nodes) + 16;
 }
 
@@ -39,7 +40,8 @@ struct LlNetCombineShared {
         LlNetCombineShared shared;
         shared.base = LlCombineShared::carve(words, num_ranks, local_experts);
         const int64_t bytes = ll_combine_shared_bytes(num_ranks, local_experts);
-        shared.contributors = reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(words) + align_up(bytes, 16));
+        shared.contributors =
+            reinterpret_cast<uint64_t*>(reinterpret_cast<uint8_t*>(words) + align_up(bytes, 16));
         return shared;
     }
 };
@@ -60,8 +62,8 @@ struct LlHomesAcrossNodes {
         const LlNodes& nodes = net_args->net.nodes;
         if (shared_mask[home]) return nullptr;
         if (nodes.on_my_node(home))
-            return args.buffer.set_layout.combine_row(args.buffer.set_base(args.buffer.peer_bases[home], set), k,
-                                                      token, row_bytes);
+            return args.buffer.set_layout.combine_row(args.buffer.set_base(args.buffer.peer_bases[home], set),
+                                                      k, token, row_bytes);
         const int32_t forwarder = nodes.rank_of(nodes.node, nodes.local_of(home));
         if (shared_mask[forwarder]) return nullptr;
         return args.buffer.peer_bases[forwarder] +
@@ -79,8 +81,9 @@ struct LlHomesAcrossNodes {
                 uint64_t flags = 0;
                 for (int32_t o = 0; o < nodes.others(); ++o)
                     if (!shared_mask[nodes.rank_of(nodes.other_node(o), g)]) flags |= uint64_t(1) << o;
-                *buffer.set_layout.forward_flag(buffer.set_base(buffer.peer_bases[forwarder], ll_set_of(sequence)),
-                                                nodes.local_index) = flags;
+                *buffer.set_layout.forward_flag(
+                    buffer.set_base(buffer.peer_bases[forwarder], ll_set_of(sequence)), nodes.local_index) =
+                    flags;
             }
         ll_net_arrive_local(buffer, nodes, kLlCombine, sequence, sending_blocks, shared_mask);
     }
@@ -93,27 +96,30 @@ struct LlHomesAcrossNodes {
 // masking, block 0 masks it and publishes its decision, which the other blocks follow. False when
 // the op failed.
 template <class Backend>
-SY_DEVICE bool claim_forward_areas(const LlNetCombineArgs<Backend>& args, uint64_t sequence, uint32_t* shared_mask) {
+SY_DEVICE bool claim_forward_areas(const LlNetCombineArgs<Backend>& args, uint64_t sequence,
+                                   uint32_t* shared_mask) {
     const LlBufferArgs& buffer = args.base.buffer;
     const LlNodes& nodes = args.net.nodes;
     uint64_t* counters = buffer.workspace.counters(buffer.local_base);
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        const NetPort<Backend> port(args.net.net, ll_net_context(args.net.net.num_contexts), buffer.diagnostics);
+        const NetPort<Backend> port(args.net.net, ll_net_context(args.net.net.num_contexts),
+                                    buffer.diagnostics);
         if (port.wait_counter(kLlNetForwardCounter, counters[kCounterLlNetForwardTally], kPhaseLlFlowControl))
             ptx::st_release_sys(counters + kCounterLlNetForwardReady, sequence);
     }
     const int32_t set = ll_set_of(sequence);
     auto ready_word = [&](int32_t g) {
-        return buffer.workspace.counters(buffer.peer_bases[nodes.rank_of(nodes.node, g)]) + kCounterLlNetForwardReady;
+        return buffer.workspace.counters(buffer.peer_bases[nodes.rank_of(nodes.node, g)]) +
+               kCounterLlNetForwardReady;
     };
     if (!buffer.mask_unresponsive) {
         for (int g = threadIdx.x; g < nodes.ranks_per_node; g += blockDim.x) {
             const int32_t peer = nodes.rank_of(nodes.node, g);
             if (shared_mask[peer]) continue;
             uint8_t* base = buffer.peer_bases[peer];
-            const PeerKernelDetails details{buffer.workspace.counters(base), ll_start_slots(kLlCombine),
-                                            buffer.workspace.poison(base),
-                                            buffer.signals.mask(buffer.workspace.ll_signals(base)) + buffer.rank};
+            const PeerKernelDetails details{
+                buffer.workspace.counters(base), ll_start_slots(kLlCombine), buffer.workspace.poison(base),
+                buffer.signals.mask(buffer.workspace.ll_signals(base)) + buffer.rank};
             wait_at_least(ready_word(g), sequence, buffer.diagnostics, kPhaseLlFlowControl, peer, details);
         }
         return __syncthreads_and(!is_poisoned(buffer.diagnostics)) != 0;
@@ -125,7 +131,8 @@ SY_DEVICE bool claim_forward_areas(const LlNetCombineArgs<Backend>& args, uint64
         for (int g = threadIdx.x; g < nodes.ranks_per_node; g += blockDim.x) {
             const int32_t peer = nodes.rank_of(nodes.node, g);
             if (shared_mask[peer]) continue;
-            if (!ll_wait_bounded(ready_word(g), sequence, buffer.diagnostics) && !is_poisoned(buffer.diagnostics))
+            if (!ll_wait_bounded(ready_word(g), sequence, buffer.diagnostics) &&
+                !is_poisoned(buffer.diagnostics))
                 atomicExch(mask + peer, 1u);
         }
         __syncthreads();
@@ -151,8 +158,9 @@ SY_DEVICE bool claim_forward_areas(const LlNetCombineArgs<Backend>& args, uint64
 // summed over those ranks ascending in fp32, rounded to bf16 once, in place into the slot of the
 // first k they own; lane 0 puts that row to the home's slot. Returns the puts issued (0 or 1).
 template <int kHidden, int kTopk, class Backend>
-SY_DEVICE int32_t forward_partial(const LlNetCombineArgs<Backend>& args, const NetPort<Backend>& port, int32_t o,
-                                  int32_t token, int32_t owner, uint64_t contributors, int32_t set) {
+SY_DEVICE int32_t forward_partial(const LlNetCombineArgs<Backend>& args, const NetPort<Backend>& port,
+                                  int32_t o, int32_t token, int32_t owner, uint64_t contributors,
+                                  int32_t set) {
     using namespace ll_combine_detail;
     const LlBufferArgs& buffer = args.base.buffer;
     const LlNodes& nodes = args.net.nodes;
@@ -162,23 +170,21 @@ SY_DEVICE int32_t forward_partial(const LlNetCombineArgs<Backend>& args, const N
     const bool holds = first_lane_with(counted);
     const uint32_t holders = __ballot_sync(0xffffffffu, holds);
     if (holders == 0) return 0;
-    int position = 0;
-    for (uint32_t rest = holders; rest != 0; rest &= rest - 1) {
-        const int32_t other = __shfl_sync(0xffffffffu, counted, __ffs(rest) - 1);
-        if (holds && other < counted) ++position;
-    }
+    const int position = position_among_selected(holds, counted);
     uint8_t* local = buffer.local_base;
     const int32_t first_k = __ffs(holders) - 1;
     uint8_t* to = local + args.net.forward.row_offset(o, first_k, token, row_bytes);
-    const uint8_t* row = holds ? local + args.net.forward.row_offset(o, int32_t(lane), token, row_bytes) : nullptr;
+    const uint8_t* row =
+        holds ? local + args.net.forward.row_offset(o, int32_t(lane), token, row_bytes) : nullptr;
     constexpr int kParts = reduce_items_per_token(kHidden, kLlWideSendSteps);
     for (int part = 0; part < kParts; ++part)
-        reduce_rows_to<kTopk, kLlWideSendSteps, kLlWideSendBatch>(to, row, 1.0f, holds, position,
-                                                                   reduce_item<kHidden, kLlWideSendSteps>(part));
+        reduce_rows_to<kTopk, kLlWideSendSteps, kLlWideSendBatch>(
+            to, row, 1.0f, holds, position, reduce_item<kHidden, kLlWideSendSteps>(part));
     __syncwarp();
     if (lane == 0) {
         const int32_t m = nodes.other_node(o);
-        uint8_t* home_row = buffer.set_layout.combine_row(buffer.set_base(local, set), first_k, token, row_bytes);
+        uint8_t* home_row =
+            buffer.set_layout.combine_row(buffer.set_base(local, set), first_k, token, row_bytes);
         port.put(m, uint64_t(home_row - local), uint64_t(to - local), uint64_t(row_bytes), NetSignal{},
                  net_counter_inc(kLlNetForwardCounter));
     }
@@ -201,9 +207,11 @@ SY_DEVICE int32_t forward_rows(const LlNetCombineArgs<Backend>& args, const NetP
         const int32_t m = args.net.nodes.other_node(o);
         for (uint32_t rest = rows; rest != 0; rest &= rest - 1) {
             const int32_t k = __ffs(rest) - 1;
-            uint8_t* home_row = buffer.set_layout.combine_row(buffer.set_base(local, set), k, token, row_bytes);
-            port.put(m, uint64_t(home_row - local), uint64_t(args.net.forward.row_offset(o, k, token, row_bytes)),
-                     uint64_t(row_bytes), NetSignal{}, net_counter_inc(kLlNetForwardCounter));
+            uint8_t* home_row =
+                buffer.set_layout.combine_row(buffer.set_base(local, set), k, token, row_bytes);
+            port.put(m, uint64_t(home_row - local),
+                     uint64_t(args.net.forward.row_offset(o, k, token, row_bytes)), uint64_t(row_bytes),
+                     NetSignal{}, net_counter_inc(kLlNetForwardCounter));
         }
     }
     return __popc(rows);
@@ -223,8 +231,9 @@ SY_DEVICE bool forward_to_nodes(const LlNetCombineArgs<Backend>& args, const LlN
     const int32_t set = ll_set_of(sequence);
     const int32_t context = ll_net_context(args.net.net.num_contexts);
     uint8_t* signals = buffer.signal_area();
-    if (!ll_net_wait_sources(buffer, nodes, context, kLlCombine, sequence, shared.base.mask, shared.base.present,
-                             base.wait_time_stats, buffer.signals.decided(signals, kLlCombine, set),
+    if (!ll_net_wait_sources(buffer, nodes, context, kLlCombine, sequence, shared.base.mask,
+                             shared.base.present, base.wait_time_stats,
+                             buffer.signals.decided(signals, kLlCombine, set),
                              [&](int32_t s) { return nodes.on_my_node(s); }))
         return false;
     uint8_t* set_base = buffer.set_base(buffer.local_base, set);
