@@ -384,3 +384,20 @@ def test_communicators_shrink_to_survivors():
     for t in threads:
         t.join()
     assert results[0] == (0, 2, [bytes([0]), bytes([2])]) and results[2] == (1, 2, [bytes([0]), bytes([2])])
+
+
+def test_extension_keeps_the_cxx_runtime_private():
+    """The extension exports no symbol of the C++ runtime's own classes (locale, streams). Where a
+    toolchain links libstdc++ statically, exported copies would be interposed by the libstdc++ that
+    torch loads first, and the first std::ostringstream would crash (python/CMakeLists.txt)."""
+    import shutil
+    import subprocess
+
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed: the extension's exported symbols cannot be listed")
+    extension = switchyard._switchyard.__file__
+    listed = subprocess.run([nm, "-D", "--defined-only", extension], capture_output=True, text=True, check=True)
+    runtime = [line.split()[-1] for line in listed.stdout.splitlines()
+               if re.search(r" _ZNSt6locale| _ZNSo| _ZNSi| _ZNSt8ios_base| _ZNSt7codecvt| _ZSt4cout", line)]
+    assert not runtime, f"{extension} exports C++ runtime symbols: {runtime[:5]}"
