@@ -9,12 +9,14 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/testing.hpp"
+#include "jit/embedded_headers.hpp"
 #include "jit/jit.hpp"
 #include "jit/nvrtc_program.hpp"
 #include "launch/kernel_catalog.hpp"
@@ -62,12 +64,34 @@ size_t count_families(const std::vector<jit::KernelSource>& sources) {
 
 }  // namespace
 
+// A warp collective (shuffle, vote, match, and the helpers built on them) names every lane of the
+// warp, so every lane must execute it. One written as the right operand of `&&`, `||` or `?:` runs
+// only in the lanes where the left side lets it: undefined behaviour, which on the GPU faulted
+// (illegal instruction, garbage shuffled addresses) in the LL combine across nodes. A condition
+// that is a compile-time constant (kName) is uniform and allowed.
+SY_TEST(KernelSources, WarpCollectivesAreNeverShortCircuited) {
+    const std::regex comment(R"(//[^\n]*)");
+    const std::regex guarded(
+        R"(([A-Za-z_][A-Za-z0-9_]*)?\s*(&&|\|\||\?)\s*(first_lane_with|position_among_selected|__shfl\w*_sync|__ballot_sync|__match_any_sync|__match_all_sync|__any_sync|__all_sync|__reduce_\w+_sync|warp_inclusive_sum|warp_exclusive_scan)\s*\()");
+    int scanned = 0;
+    for (const jit::EmbeddedFile& file : jit::all_headers()) {
+        const std::string code = std::regex_replace(std::string(file.contents, file.size), comment, "");
+        ++scanned;
+        for (auto it = std::sregex_iterator(code.begin(), code.end(), guarded); it != std::sregex_iterator();
+             ++it) {
+            const std::string condition = (*it)[1].str();
+            const bool constant = (*it)[2].str() == "?" && condition.size() > 1 && condition[0] == 'k' &&
+                                  condition[1] >= 'A' && condition[1] <= 'Z';
+            SY_CHECK_MSG(constant, file.path << ": warp collective behind a condition: " << it->str());
+        }
+    }
+    SY_CHECK(scanned > 20);
+}
+
 SY_TEST(KernelCatalog, WellFormed) {
     const std::vector<std::pair<const char*, std::vector<jit::KernelSource>>> launchers = {
-        {"barrier", launch::barrier_catalog()},
-        {"routing", launch::routing_catalog()},
-        {"ht", launch::ht_catalog({})},
-        {"ll", launch::ll_catalog({})},
+        {"barrier", launch::barrier_catalog()}, {"routing", launch::routing_catalog()},
+        {"ht", launch::ht_catalog({})},         {"ll", launch::ll_catalog({})},
         {"hier", launch::hier_catalog({})},
     };
     // Every launcher lists its family (or families), and no family belongs to two launchers.
@@ -132,8 +156,8 @@ std::vector<jit::KernelSource> requested_catalog(const std::string& spec) {
             SY_CHECK_MSG(false, "SWITCHYARD_TEST_FULL_CATALOG item '" << item << "' is not [ht:|ll:]HxK");
         std::vector<jit::KernelSource> part;
         if (families != "ll")
-            for (auto family : {launch::barrier_catalog(), launch::routing_catalog(), launch::ht_catalog(shape),
-                                launch::hier_catalog(shape)})
+            for (auto family : {launch::barrier_catalog(), launch::routing_catalog(),
+                                launch::ht_catalog(shape), launch::hier_catalog(shape)})
                 part.insert(part.end(), family.begin(), family.end());
         if (families != "ht") {
             const auto ll = launch::ll_catalog(shape);

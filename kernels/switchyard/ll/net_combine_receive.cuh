@@ -144,7 +144,10 @@ SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& no
     const ReduceItem<kSteps> item = reduce_item<kHidden, kSteps>(part);
     const uint8_t* row = args.buffer.set_layout.combine_row(set_base, int32_t(lane), t, row_bytes);
     // This node: a partial per rank.
-    const bool own = owner_node == nodes.node && first_lane_with(owner);
+    // Every lane takes part in each warp collective: a short-circuited `&& first_lane_with(...)`
+    // would leave lanes out of its __match_any_sync (undefined; it faulted on the GPU).
+    const bool first_of_owner = first_lane_with(owner), first_of_node = first_lane_with(owner_node);
+    const bool own = owner_node == nodes.node && first_of_owner;
     const int own_count = __popc(__ballot_sync(0xffffffffu, own));
     float own_acc[kSteps][8];
 #pragma unroll
@@ -155,7 +158,7 @@ SY_DEVICE void reduce_node_partials(const LlCombineArgs& args, const LlNodes& no
                                     own_count, item, own_acc);
     round_to_bf16<kSteps>(own_acc);
     // Other nodes: a partial per node, before this one's and after it.
-    const bool remote = owner_node >= 0 && owner_node != nodes.node && first_lane_with(owner_node);
+    const bool remote = owner_node >= 0 && owner_node != nodes.node && first_of_node;
     const bool before = remote && owner_node < nodes.node, after = remote && owner_node > nodes.node;
     float acc[kSteps][8];
 #pragma unroll
