@@ -180,4 +180,17 @@ void measure_baselines(const BaselinePlan& plan, const RunInfo& run, Baselines& 
     measure_nccl(plan, run, baselines);
 }
 
+std::optional<double> Baselines::op_floor_us(double crossing_bytes, double network_us) const {
+    if (!launch_floor_us || !peer_bound_gbps || *peer_bound_gbps <= 0) return std::nullopt;
+    const double transfer_us = std::max(crossing_bytes / (*peer_bound_gbps * 1e3), network_us);
+    return *launch_floor_us + transfer_us;
+}
+
+void Baselines::add_floor(BenchRecord& record, double crossing_bytes, double network_us) const {
+    const std::optional<double> floor = op_floor_us(crossing_bytes, network_us);
+    if (!floor || *floor <= 0) return;
+    record.extra.push_back({"floor_us", JsonValue(*floor)});
+    record.extra.push_back({"fraction_of_floor", JsonValue(record.time_us.median / *floor)});
+}
+
 }  // namespace switchyard::bench

@@ -35,6 +35,14 @@ struct Baselines {
     void skip(const std::string& reason);
     // The facts above, for the results' meta.
     JsonObject meta() const;
+    // An op's floor (DESIGN.md §9): the launch floor plus the bytes that cross between ranks at the
+    // run's copy rate (the peer bound, or the device-to-device rate when ranks share a GPU), or the
+    // network's part where that is longer (`network_us`: its bytes at the cap plus its latency).
+    // Empty when the launch floor or the copy rate was not measured.
+    std::optional<double> op_floor_us(double crossing_bytes, double network_us = 0.0) const;
+    // Adds `floor_us` and `fraction_of_floor` (the median over the floor) to `record` when the
+    // floor is known.
+    void add_floor(BenchRecord& record, double crossing_bytes, double network_us = 0.0) const;
 };
 
 // What to measure; ranks share GPUs when ranks > gpus.

@@ -272,6 +272,8 @@ void measure_ht(const BenchOptions& options, int R, int G, const Baselines& base
                     "fraction_of_bidirectional_bound",
                     JsonValue(record.nvlink_gbps && bidirectional > 0 ? *record.nvlink_gbps / bidirectional
                                                                       : 0.0));
+                // The floor: the busiest rank's bytes sent to its peers at the run's copy rate.
+                baselines.add_floor(record, double(op == 0 ? max_out : max_combine_out));
                 records.push_back(record);
                 (op == 0 ? dispatch_median : combine_median)[{fp8, sms}] = record.time_us.median;
             }

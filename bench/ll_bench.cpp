@@ -370,19 +370,11 @@ BenchRecord make_record(const LlOptions& options, const RunInfo& run, const Base
         record.extra.push_back(
             {"fraction_of_network_cap", rate ? JsonValue(*rate / result.network_cap_gbps) : JsonValue()});
     }
-    // The op's floor (DESIGN.md §9): the launch floor plus the bytes that cross between ranks at the
-    // copy rate of this run (the peer bound, or the device-to-device rate when the ranks share a GPU);
-    // across nodes, the network's part instead where it is longer: its bytes at the cap plus its
-    // latency (what one message in flight costs).
-    if (baselines.launch_floor_us && baselines.peer_bound_gbps && *baselines.peer_bound_gbps > 0) {
-        double transfer_us = crossing / (*baselines.peer_bound_gbps * 1e3);
-        if (across_nodes)
-            transfer_us =
-                std::max(transfer_us, network / (result.network_cap_gbps * 1e3) + result.network_latency_us);
-        const double floor_us = *baselines.launch_floor_us + transfer_us;
-        record.extra.push_back({"floor_us", JsonValue(floor_us)});
-        record.extra.push_back({"over_floor", JsonValue(record.time_us.median / floor_us)});
-    }
+    // The op's floor (Baselines::op_floor_us); across nodes, the network's part where it is longer:
+    // its bytes at the cap plus its latency (what one message in flight costs).
+    baselines.add_floor(
+        record, crossing,
+        across_nodes ? network / (result.network_cap_gbps * 1e3) + result.network_latency_us : 0.0);
     return record;
 }
 
@@ -403,11 +395,11 @@ void measure_ll(const BenchOptions& command, int ranks, int gpus, const Baseline
     options.timeout_seconds = command.timeout_seconds.value_or(defaults.timeout_seconds);
     options.nodes = command.nodes.value_or(1);
     if (ranks % options.nodes != 0)
-        throw UsageError("--nodes " + std::to_string(options.nodes) + " does not divide the " + std::to_string(ranks) +
-                         " ranks");
+        throw UsageError("--nodes " + std::to_string(options.nodes) + " does not divide the " +
+                         std::to_string(ranks) + " ranks");
     std::printf(
-        "\nLL: EP%d on %d GPU(s)%s, %d tokens/rank (and 1), hidden %d, top-%d of %d experts, %d iters\n", ranks,
-        gpus,
+        "\nLL: EP%d on %d GPU(s)%s, %d tokens/rank (and 1), hidden %d, top-%d of %d experts, %d iters\n",
+        ranks, gpus,
         options.nodes > 1 ? (" as " + std::to_string(options.nodes) + " emulated nodes").c_str() : "",
         options.tokens, options.hidden, options.topk, options.experts, options.iters);
     for (int tokens : {options.tokens, 1}) {

@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "baseline.hpp"
 #include "cli.hpp"
 #include "common/testing.hpp"
 #include "util/env_knobs.hpp"
@@ -40,6 +42,27 @@ std::string reason_for(const std::vector<std::string>& args) {
     } while (0)
 
 }  // namespace
+
+// An op's floor: the launch floor plus the crossing bytes at the copy rate, or the network's part
+// where that is longer; the record gains floor_us and fraction_of_floor, and nothing when the
+// run could not measure a reference.
+SY_TEST(BenchFloor, LaunchFloorPlusTheLongerTransfer) {
+    Baselines baselines;
+    BenchRecord record;
+    record.time_us.median = 50.0;
+    baselines.add_floor(record, 1e6);
+    SY_CHECK(record.extra.empty());  // nothing measured: no floor
+    baselines.launch_floor_us = 3.0;
+    baselines.peer_bound_gbps = 100.0;  // 100 GB/s: 1 MB in 10 us
+    SY_CHECK(baselines.op_floor_us(1e6).has_value());
+    SY_CHECK(std::abs(*baselines.op_floor_us(1e6) - 13.0) < 1e-9);
+    SY_CHECK(std::abs(*baselines.op_floor_us(1e6, 30.0) - 33.0) < 1e-9);  // the network's part is longer
+    SY_CHECK(std::abs(*baselines.op_floor_us(1e6, 4.0) - 13.0) < 1e-9);
+    baselines.add_floor(record, 2e6);
+    SY_CHECK_EQ(record.extra.size(), size_t(2));
+    SY_CHECK(record.extra[0].first == "floor_us" && record.extra[1].first == "fraction_of_floor");
+    SY_CHECK(std::abs(std::stod(record.extra[1].second.dump(0)) - 50.0 / 23.0) < 1e-9);
+}
 
 SY_TEST(BenchCli, NoArgumentsIsTheDefaultRun) {
     const BenchOptions options = parse({});
@@ -102,7 +125,8 @@ SY_TEST(BenchCli, BadValuesGiveOneLineReasons) {
     SY_CHECK_REJECTS(({"ht", "--topk", "9", "--experts", "8"}), "exceeds --experts");
     SY_CHECK_REJECTS(({"ht", "--ranks", "1", "--gpus", "2"}), "fewer than --gpus");
     SY_CHECK_REJECTS(({"ll", "--ranks", "3"}), "not a multiple of --ranks");
-    SY_CHECK_REJECTS(({"ll", "--ranks", "6", "--experts", "24", "--nodes", "4"}), "not a multiple of --nodes");
+    SY_CHECK_REJECTS(({"ll", "--ranks", "6", "--experts", "24", "--nodes", "4"}),
+                     "not a multiple of --nodes");
     SY_CHECK_REJECTS(({"ll", "--nodes", "0"}), "--nodes expects an integer");
     SY_CHECK_EQ(*parse({"ll", "--nodes", "2", "--ranks", "4"}).nodes, 2);
     SY_CHECK_REJECTS(({"ht", "--caller-stream=yes"}), "takes no value");
@@ -140,11 +164,27 @@ SY_TEST(BenchCli, OutIsCheckedBeforeTheRun) {
 
 SY_TEST(BenchCli, HelpListsEverySubcommandAndOption) {
     const std::string text = usage();
-    for (const char* word :
-         {"cpu",       "baseline",        "ht",       "ll",       "help",
-          "--out",     "--iters",         "--warmup", "--tokens", "--hidden",
-          "--topk",    "--experts",       "--ranks",  "--gpus",   "--seed",
-          "--timeout", "--caller-stream", "--sweep",  "--dtypes", "--nodes",  "SWITCHYARD_BENCH_NO_GATE"})
+    for (const char* word : {"cpu",
+                             "baseline",
+                             "ht",
+                             "ll",
+                             "help",
+                             "--out",
+                             "--iters",
+                             "--warmup",
+                             "--tokens",
+                             "--hidden",
+                             "--topk",
+                             "--experts",
+                             "--ranks",
+                             "--gpus",
+                             "--seed",
+                             "--timeout",
+                             "--caller-stream",
+                             "--sweep",
+                             "--dtypes",
+                             "--nodes",
+                             "SWITCHYARD_BENCH_NO_GATE"})
         SY_CHECK_MSG(text.find(word) != std::string::npos, "help lacks " << word);
     for (const char* name : {"cpu", "baseline", "ht", "ll", "help"})
         SY_CHECK_MSG(text.find(std::string("\n  ") + name + " ") != std::string::npos,
