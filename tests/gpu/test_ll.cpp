@@ -50,6 +50,9 @@ struct TwoRankSetup {
         : buffer(env.communicator, env.device, ll_config(c)),
           inputs(c, 2, env.device),
           scratch(c.experts / 2, 2, size_t(c.max_tokens) * c.hidden) {
+        // Kernels loaded before either rank's first op (DESIGN.md §4, rule 7): a load while the
+        // co-located peer's kernel waits for this rank stalls until the timeout.
+        buffer.ll_load_kernels(inputs.dispatch_args());
         SY_CUDA_CHECK(cudaDeviceSynchronize());
         env.communicator->barrier(std::chrono::seconds(60));
     }
@@ -108,8 +111,8 @@ void run_round(Buffer& buffer, RankEnv& env, const Scenario& sc, RankInputs& inp
                                              Device::cuda(env.device));
     if (options.zero_copy) {
         const TensorView area = buffer.ll_combine_input(*dispatched.handle);
-        SY_CUDA_CHECK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2, cudaMemcpyDeviceToDevice,
-                                   env.stream));
+        SY_CUDA_CHECK(cudaMemcpyAsync(area.ptr(), inputs.y.data(), inputs.y.size() * 2,
+                                      cudaMemcpyDeviceToDevice, env.stream));
         combine.y = TensorView();
         combine.zero_copy = true;
     }
@@ -303,6 +306,13 @@ SY_TEST(LowLatency, HookModeTwoDispatchesInFlight) {
             config.launch_on_caller_stream = caller_stream;
             Buffer buffer(env.communicator, env.device, config);
             RankInputs ia(ca, rc.ranks, env.device), ib(cb, rc.ranks, env.device);
+            // Both ops' kernels (each half, both reductions) loaded before any rank's first op
+            // (DESIGN.md §4, rule 7). Without this the case once stalled: a rank loading the combine
+            // kernels waited for its peer's combine, which waited for this rank, until the timeout.
+            buffer.ll_load_kernels(ia.dispatch_args());
+            buffer.ll_load_kernels(ib.hierarchical_dispatch_args());
+            SY_CUDA_CHECK(cudaDeviceSynchronize());
+            env.communicator->barrier(std::chrono::seconds(60));
             ia.load(sa, env.rank, env.stream);
             ib.load(sb, env.rank, env.stream);
             for (int round = 0; round < 3; ++round) {
@@ -375,7 +385,7 @@ SY_TEST(LowLatency, InvalidExpertIdOnOneRank) {
         if (env.rank == 1) {
             static const int64_t kBad = 99;  // E = 16: token 2, slot 1
             SY_CUDA_CHECK(cudaMemcpyAsync(inputs.idx64.data() + 2 * c.topk + 1, &kBad, sizeof(kBad),
-                                       cudaMemcpyHostToDevice, env.stream));
+                                          cudaMemcpyHostToDevice, env.stream));
         }
         LowLatencyDispatchResult dispatched = buffer.ll_dispatch(inputs.dispatch_args(), env.stream);
         SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));  // the op (on the comm stream) is done too
