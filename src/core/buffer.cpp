@@ -51,11 +51,14 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
          [](const BufferConfig& c) { return std::to_string(c.ll_mask_unresponsive_ranks); }},
         {"ll_zero_copy_combine",
          [](const BufferConfig& c) { return std::to_string(c.ll_zero_copy_combine); }},
-        {"network_backend", [](const BufferConfig& c) { return std::string(network_backend_name(c.network_backend)); }},
-        {"network_bandwidth_gbps", [](const BufferConfig& c) { return std::to_string(c.network_bandwidth_gbps); }},
+        {"network_backend",
+         [](const BufferConfig& c) { return std::string(network_backend_name(c.network_backend)); }},
+        {"network_bandwidth_gbps",
+         [](const BufferConfig& c) { return std::to_string(c.network_bandwidth_gbps); }},
         {"network_latency_us", [](const BufferConfig& c) { return std::to_string(c.network_latency_us); }},
         {"network_adversarial", [](const BufferConfig& c) { return std::to_string(c.network_adversarial); }},
-        {"network_withhold_rank", [](const BufferConfig& c) { return std::to_string(c.network_withhold_rank); }},
+        {"network_withhold_rank",
+         [](const BufferConfig& c) { return std::to_string(c.network_withhold_rank); }},
     };
     for (size_t rank = 1; rank < configs.size(); ++rank) {
         for (const Field& field : fields) {
@@ -104,7 +107,8 @@ void require_gpu(int device) {
         const std::string prefix = "switchyard jit: ";
         if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
         while (!why.empty() && why.back() == '.') why.pop_back();
-        throw UnsupportedError("switchyard: no GPU: a Buffer needs a CUDA GPU and none is usable here (" + why +
+        throw UnsupportedError("switchyard: no GPU: a Buffer needs a CUDA GPU and none is usable here (" +
+                               why +
                                "). The CPU reference (switchyard/reference.hpp) and the planning functions "
                                "(switchyard/planning.hpp) work without one");
     }
@@ -115,16 +119,17 @@ void require_gpu(int device) {
         int driver_version = 0, runtime_version = 0;
         cudaDriverGetVersion(&driver_version);
         cudaRuntimeGetVersion(&runtime_version);
-        throw UnsupportedError("switchyard: the CUDA driver supports CUDA " + std::to_string(driver_version / 1000) +
-                               "." + std::to_string(driver_version % 1000 / 10) +
-                               " but this library was built with the CUDA " +
-                               std::to_string(runtime_version / 1000) + "." +
-                               std::to_string(runtime_version % 1000 / 10) + " runtime: update the driver");
+        throw UnsupportedError(
+            "switchyard: the CUDA driver supports CUDA " + std::to_string(driver_version / 1000) + "." +
+            std::to_string(driver_version % 1000 / 10) + " but this library was built with the CUDA " +
+            std::to_string(runtime_version / 1000) + "." + std::to_string(runtime_version % 1000 / 10) +
+            " runtime: update the driver");
     }
     if (status == cudaErrorNoDevice || (status == cudaSuccess && count == 0)) {
         (void)cudaGetLastError();
-        throw UnsupportedError("switchyard: no GPU: a Buffer needs a CUDA GPU and the CUDA runtime sees none "
-                               "(check CUDA_VISIBLE_DEVICES)");
+        throw UnsupportedError(
+            "switchyard: no GPU: a Buffer needs a CUDA GPU and the CUDA runtime sees none "
+            "(check CUDA_VISIBLE_DEVICES)");
     }
     util::cuda_check(status, "cudaGetDeviceCount");
     if (device < 0 || device >= count)
@@ -134,10 +139,22 @@ void require_gpu(int device) {
 
 // What the communicator knows of a peer's process, for error messages (core::PeerNote).
 std::string peer_process_note(const Communicator& communicator, int peer) {
-    if (peer < 0 || peer >= communicator.size() || communicator.peer_status(peer) != PeerStatus::kGone) return {};
+    if (peer < 0 || peer >= communicator.size() || communicator.peer_status(peer) != PeerStatus::kGone)
+        return {};
     const std::string process = communicator.describe_process(peer);
     return "rank " + std::to_string(peer) + "'s process" + (process.empty() ? "" : " (" + process + ")") +
            " is gone: it exited or was killed (rebuild over the survivors: buffer.hpp, \"When a peer dies\")";
+}
+
+// A peer thread of this process on this GPU that never started the awaited kernel may be waiting
+// to load a kernel, which waits for this rank's kernel in turn (DESIGN.md §4, rule 7).
+std::string colocated_thread_note(const Topology& topology, int peer) {
+    if (peer < 0 || peer >= topology.num_ranks || peer == topology.rank) return {};
+    if (!topology.same_process(peer) || !topology.same_gpu(peer)) return {};
+    return "rank " + std::to_string(peer) +
+           " is a thread of this process on this GPU: if it was loading a kernel (its first op of a shape "
+           "without ll_load_kernels / ht_load_kernels first), the load waited for this rank's kernel: load "
+           "every kernel before the first op (buffer.hpp)";
 }
 
 }  // namespace
@@ -167,7 +184,11 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 
     impl.errors = std::make_unique<core::ErrorState>();
     impl.errors->set_peer_note(
-        [communicator = impl.communicator.get()](int peer) { return peer_process_note(*communicator, peer); });
+        [communicator = impl.communicator.get(), topology = impl.topology](int peer, bool never_started) {
+            std::string note = peer_process_note(*communicator, peer);
+            if (note.empty() && never_started) note = colocated_thread_note(topology, peer);
+            return note;
+        });
     impl.outputs = std::make_unique<core::OutputMemory>(device);
     impl.outputs->reserve(core::output_pool_reserve_bytes(impl.config, impl.communicator->size()));
     {
@@ -175,7 +196,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         // largest top-k) and its epoch word (zero at creation and after reset()).
         device::RoutingScratch& scratch = impl.routing_scratch;
         // (Across nodes the routing kernel counts per node too: one more column per node.)
-        scratch = core::routing_scratch_extent(impl.config, impl.communicator->size(), impl.topology.num_nodes);
+        scratch =
+            core::routing_scratch_extent(impl.config, impl.communicator->size(), impl.topology.num_nodes);
         SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.words), scratch.bytes()));
         SY_CUDA_CHECK(cudaMemset(scratch.words, 0, scratch.bytes()));
     }
@@ -302,9 +324,11 @@ size_t Buffer::data_offset() const {
 void Buffer::barrier(cudaStream_t stream) {
     // The barrier kernel signals every rank through the peer table, which holds this node only.
     if (impl_->topology.num_nodes > 1)
-        throw UnsupportedError("switchyard: Buffer::barrier reaches the ranks of one node over NVLink; this buffer "
-                               "spans " + std::to_string(impl_->topology.num_nodes) +
-                               " nodes (use the communicator's barrier on the host)");
+        throw UnsupportedError(
+            "switchyard: Buffer::barrier reaches the ranks of one node over NVLink; this buffer "
+            "spans " +
+            std::to_string(impl_->topology.num_nodes) +
+            " nodes (use the communicator's barrier on the host)");
     impl_->run_ordered(stream, OpOrder{}, [&] { launch::launch_barrier(impl_->context(stream)); });
 }
 

@@ -104,7 +104,8 @@ static void describe_network_wait(std::ostream& message, const device::ErrorReco
                     << ": this rank's own puts reading their sources, over the network";
             break;
         case device::kNetWaitFlush:
-            message << "a flush of context " << context << ": this rank's own puts reading their sources, over the "
+            message << "a flush of context " << context
+                    << ": this rank's own puts reading their sources, over the "
                     << "network";
             break;
         case device::kNetWaitRelay:
@@ -113,7 +114,8 @@ static void describe_network_wait(std::ostream& message, const device::ErrorReco
             break;
         case device::kNetWaitRingSpace:
             message << "space in the emulated network's request ring of context " << context
-                    << " (requests to node " << node << "): this rank's network engine is not taking requests";
+                    << " (requests to node " << node
+                    << "): this rank's network engine is not taking requests";
             break;
         default:
             message << "the network";
@@ -165,12 +167,13 @@ void ErrorState::throw_if_poisoned(double timeout_seconds, const char* op) const
         const std::string prefix = "switchyard: ";
         if (cause.rfind(prefix, 0) == 0) cause = cause.substr(prefix.size());
         const auto* record = reinterpret_cast<volatile device::ErrorRecord*>(host_record_);
-        throw PoisonedError("switchyard: rank " + std::to_string(record->rank) + ": " +
-                                (op ? op : std::string("the operation")) +
-                                " was not started: this buffer is poisoned by an earlier failure; call reset() "
-                                "on every rank (or destroy the buffer) before using it again. The failure: " +
-                                cause,
-                            std::current_exception());
+        throw PoisonedError(
+            "switchyard: rank " + std::to_string(record->rank) + ": " +
+                (op ? op : std::string("the operation")) +
+                " was not started: this buffer is poisoned by an earlier failure; call reset() "
+                "on every rank (or destroy the buffer) before using it again. The failure: " +
+                cause,
+            std::current_exception());
     }
 }
 
@@ -193,7 +196,8 @@ void describe_ll_arrivals(std::ostream& message, const device::ErrorRecord& reco
     const uint64_t set = record.expected & 1u;
     const uint64_t op = 2 * (record.expected >> 32) - set;
     const uint64_t complete = record.observed >> 32, blocks = record.observed & 0xffffffffu;
-    message << "waited for the arrivals of its " << kind << " #" << op << " (set " << set << "); on that set ";
+    message << "waited for the arrivals of its " << kind << " #" << op << " (set " << set
+            << "); on that set ";
     if (complete == 0)
         message << "none of its ops had arrived";
     else
@@ -204,7 +208,8 @@ void describe_ll_arrivals(std::ostream& message, const device::ErrorRecord& reco
 const char* peer_failure_reason(uint64_t reason) {
     switch (reason) {
         case device::kPeerFailureInvalidRouting:
-            return "its topk_idx holds expert ids outside [-1, num_experts); it raised InvalidArgument naming "
+            return "its topk_idx holds expert ids outside [-1, num_experts); it raised InvalidArgument "
+                   "naming "
                    "the entry";
         case device::kPeerFailurePoisoned:
             return "its buffer was already poisoned by an earlier failure, which it raised";
@@ -215,9 +220,17 @@ const char* peer_failure_reason(uint64_t reason) {
 
 }  // namespace
 
-void throw_error_record(const device::ErrorRecord& record, double timeout_seconds, const PeerNote& peer_note) {
+// A peer-wait timeout whose details (PeerKernelDetails) say the peer never started the kernel.
+static bool peer_never_started(const device::ErrorRecord& record) {
+    return record.kind == device::kErrorTimeout && !is_network_record(record) &&
+           record.detail[device::kPeerDetailSinceStart] == device::kPeerKernelNeverStarted;
+}
+
+void throw_error_record(const device::ErrorRecord& record, double timeout_seconds,
+                        const PeerNote& peer_note) {
     std::ostringstream message;
-    const std::string note = peer_note && record.peer >= 0 ? peer_note(record.peer) : std::string();
+    const std::string note =
+        peer_note && record.peer >= 0 ? peer_note(record.peer, peer_never_started(record)) : std::string();
     if (record.kind == device::kErrorInvalidRouting) {
         message << "switchyard: rank " << record.rank << ": topk_idx[" << record.detail[0] << "]["
                 << record.detail[1] << "] = " << static_cast<int64_t>(record.observed) << " is outside [-1, "
@@ -256,19 +269,19 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
         const uint64_t observed =
             record.phase == device::kPhaseHtNotify ? ht_notify_op(record.observed) : record.observed;
         message << "switchyard: rank " << record.rank << " is running op #" << record.expected << " but rank "
-                << record.peer << " published op #" << observed << " in phase '"
-                << phase_name(record.phase)
+                << record.peer << " published op #" << observed << " in phase '" << phase_name(record.phase)
                 << "': the ranks' operation sequences diverged (every rank must issue the same "
                    "operations in the same order on this buffer); the buffer is poisoned: call reset() "
                    "on all ranks or destroy it";
         throw Error(message.str());
     }
     if (record.kind == device::kErrorTimeout && record.phase == device::kPhaseLocalCopy) {
-        message << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
-                << " s (limit " << timeout_seconds << " s) waiting for its own bulk copy into shared memory "
-                << "(a stage barrier's phase of parity " << record.expected
-                << " never completed: a defect of the kernel, not a peer's stall); the buffer is poisoned: call "
-                   "reset() on all ranks or destroy it";
+        message
+            << "switchyard: rank " << record.rank << " timed out after " << record.elapsed_ns / 1e9
+            << " s (limit " << timeout_seconds << " s) waiting for its own bulk copy into shared memory "
+            << "(a stage barrier's phase of parity " << record.expected
+            << " never completed: a defect of the kernel, not a peer's stall); the buffer is poisoned: call "
+               "reset() on all ranks or destroy it";
         throw TimeoutError(message.str(), record.rank, -1, phase_name(record.phase));
     }
     const bool network = is_network_record(record);
@@ -289,23 +302,26 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
         const bool dispatch = record.phase == device::kPhaseLlDispatch;
         describe_ll_arrivals(message, record, dispatch ? "low-latency dispatch" : "low-latency combine");
         // The peer's latest send, in the same numbering (the sequence of its kind).
-        describe_peer_kernel(message, record, dispatch ? "low-latency dispatch send" : "low-latency combine send");
+        describe_peer_kernel(message, record,
+                             dispatch ? "low-latency dispatch send" : "low-latency combine send");
     } else if (is_network_record(record)) {
         describe_network_wait(message, record);
     } else if (record.phase == device::kPhaseHtNotify) {
         // Counts-exchange words carry their op's sequence above the count (counts_exchange.cuh).
-        message << "waited for its counts-exchange entry of op #" << record.expected << "; its latest entry here is op "
-                << op_number(ht_notify_op(record.observed));
+        message << "waited for its counts-exchange entry of op #" << record.expected
+                << "; its latest entry here is op " << op_number(ht_notify_op(record.observed));
         describe_peer_kernel(message, record, "high-throughput kernel");
     } else if (record.phase == device::kPhaseHtData || record.phase == device::kPhaseBarrier) {
         message << "waited for its signal of op #" << record.expected << "; its latest here is op "
                 << op_number(record.observed);
-        describe_peer_kernel(message, record,
-                             record.phase == device::kPhaseBarrier ? "barrier kernel" : "high-throughput kernel");
+        describe_peer_kernel(
+            message, record,
+            record.phase == device::kPhaseBarrier ? "barrier kernel" : "high-throughput kernel");
     } else {
         // Combine arrivals count rows, not ops (the peer's op is still the HT op it runs).
         message << "expected " << record.expected << ", last seen " << record.observed;
-        if (record.phase == device::kPhaseHtCombine) describe_peer_kernel(message, record, "high-throughput kernel");
+        if (record.phase == device::kPhaseHtCombine)
+            describe_peer_kernel(message, record, "high-throughput kernel");
     }
     message << ")";
     if (!note.empty()) message << "; " << note;

@@ -11,9 +11,11 @@ namespace switchyard::core {
 
 const char* phase_name(int32_t phase);
 
-// What the host knows about a peer's process, for error messages: a sentence such as "rank 3's
-// process (pid 4242) is gone: it exited or was killed", or empty when nothing is known.
-using PeerNote = std::function<std::string(int peer)>;
+// What the host knows about a peer, for error messages: a sentence such as "rank 3's process (pid
+// 4242) is gone: it exited or was killed", or empty when nothing is known. `never_started`: the
+// record says the peer has not started the kernel this rank waited for (a co-located peer thread
+// may then be stuck loading a kernel: DESIGN.md §4, rule 7).
+using PeerNote = std::function<std::string(int peer, bool never_started)>;
 
 // Throws the exception a recorded error stands for (TimeoutError, PeerFailedError, InvalidArgument
 // or Error), with a message that names the rank, the peer, the phase, what the record says about

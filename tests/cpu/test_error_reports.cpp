@@ -54,8 +54,9 @@ SY_TEST(error_reports, ll_timeout_says_what_the_peer_did) {
     const std::string text = message_of(record);
     SY_CHECK(contains(text, "rank 1 timed out"));
     SY_CHECK(contains(text, "waiting for rank 0 in phase 'low-latency dispatch'"));
-    SY_CHECK(contains(text, "waited for the arrivals of its low-latency dispatch #1 (set 1); on that set none of "
-                            "its ops had arrived"));
+    SY_CHECK(contains(text,
+                      "waited for the arrivals of its low-latency dispatch #1 (set 1); on that set none of "
+                      "its ops had arrived"));
     SY_CHECK(contains(text, "(its op #1) started 10.0005 s before this report"));
     SY_CHECK(contains(text, "its block 0 last raised its arrivals for op #0"));
     SY_CHECK(contains(text, "rank 0's own buffer is poisoned"));
@@ -111,9 +112,11 @@ SY_TEST(error_reports, ll_timeout_uses_one_op_numbering) {
     record.detail[device::kPeerDetailOp] = 6;
     record.detail[device::kPeerDetailSinceStart] = 1'000'000'000;
     const std::string text = message_of(record);
-    SY_CHECK_MSG(contains(text, "arrivals of its low-latency combine #6 (set 0); on that set its ops had arrived up "
-                                "to #4, and 5 sending block(s) of #6"),
-                 text);
+    SY_CHECK_MSG(
+        contains(text,
+                 "arrivals of its low-latency combine #6 (set 0); on that set its ops had arrived up "
+                 "to #4, and 5 sending block(s) of #6"),
+        text);
     SY_CHECK(contains(text, "latest low-latency combine send (its op #6)"));
     SY_CHECK(!contains(text, "21474836"));  // no raw counter words
 }
@@ -128,7 +131,9 @@ SY_TEST(error_reports, ht_notify_timeout_decodes_tagged_words) {
     record.detail[device::kPeerDetailOp] = 3;
     record.detail[device::kPeerDetailSinceStart] = 5'000'000'000;
     std::string text = message_of(record);
-    SY_CHECK_MSG(contains(text, "waited for its counts-exchange entry of op #4; its latest entry here is op #3"), text);
+    SY_CHECK_MSG(
+        contains(text, "waited for its counts-exchange entry of op #4; its latest entry here is op #3"),
+        text);
     SY_CHECK_MSG(!contains(text, "12884901898"), text);
     record.observed = 0;
     text = message_of(record);
@@ -175,7 +180,8 @@ SY_TEST(error_reports, peer_failure_names_the_failed_rank) {
         SY_CHECK_EQ(error.rank(), 1);
         SY_CHECK_EQ(error.peer(), 3);
         SY_CHECK_EQ(error.phase(), std::string("high-throughput notify"));
-        SY_CHECK_MSG(contains(text, "rank 1: rank 3 failed this high-throughput op before any data moved"), text);
+        SY_CHECK_MSG(contains(text, "rank 1: rank 3 failed this high-throughput op before any data moved"),
+                     text);
         SY_CHECK_MSG(contains(text, "expert ids outside [-1, num_experts)"), text);
         SY_CHECK_MSG(contains(text, "call reset() on all ranks"), text);
         SY_CHECK(!contains(text, "timed out"));
@@ -183,9 +189,10 @@ SY_TEST(error_reports, peer_failure_names_the_failed_rank) {
     SY_CHECK(thrown);
     record.observed = device::kPeerFailurePoisoned;
     record.phase = device::kPhaseLlDispatch;
-    SY_CHECK_THROWS_WITH(core::throw_error_record(record, 100.0), PeerFailedError,
-                         "rank 3 failed this low-latency dispatch before any data moved (its buffer was already "
-                         "poisoned");
+    SY_CHECK_THROWS_WITH(
+        core::throw_error_record(record, 100.0), PeerFailedError,
+        "rank 3 failed this low-latency dispatch before any data moved (its buffer was already "
+        "poisoned");
 }
 
 // A stage barrier that never completed (wait_stage_barrier) waited for no peer: the report says it
@@ -197,18 +204,21 @@ SY_TEST(error_reports, local_copy_timeout_names_no_peer) {
     record.expected = 1;
     record.observed = 0;
     const std::string text = message_of(record);
-    SY_CHECK_MSG(contains(text, "rank 1 timed out after 10 s (limit 10 s) waiting for its own bulk copy into shared "
-                                "memory (a stage barrier's phase of parity 1 never completed"),
-                 text);
+    SY_CHECK_MSG(
+        contains(text,
+                 "rank 1 timed out after 10 s (limit 10 s) waiting for its own bulk copy into shared "
+                 "memory (a stage barrier's phase of parity 1 never completed"),
+        text);
     SY_CHECK(!contains(text, "for rank"));
 }
 
 // What the communicator knows of the peer's process joins the message.
 SY_TEST(error_reports, a_gone_process_is_named) {
     device::ErrorRecord record = ll_dispatch_timeout();
-    const core::PeerNote note = [](int peer) {
-        return peer == 0 ? std::string("rank 0's process (process 4242 on this host) is gone: it exited or was "
-                                       "killed")
+    const core::PeerNote note = [](int peer, bool) {
+        return peer == 0 ? std::string(
+                               "rank 0's process (process 4242 on this host) is gone: it exited or was "
+                               "killed")
                          : std::string();
     };
     bool thrown = false;
@@ -216,10 +226,32 @@ SY_TEST(error_reports, a_gone_process_is_named) {
         core::throw_error_record(record, 10.0, note);
     } catch (const TimeoutError& error) {
         thrown = true;
-        SY_CHECK_MSG(contains(error.what(), "rank 0's process (process 4242 on this host) is gone"), error.what());
+        SY_CHECK_MSG(contains(error.what(), "rank 0's process (process 4242 on this host) is gone"),
+                     error.what());
         SY_CHECK_EQ(error.peer(), 0);
     }
     SY_CHECK(thrown);
+}
+
+// The note learns whether the record says the peer never started the kernel this rank waited for.
+SY_TEST(error_reports, the_note_learns_whether_the_peer_started) {
+    for (bool started : {false, true}) {
+        device::ErrorRecord record = ll_dispatch_timeout();
+        record.detail[device::kPeerDetailSinceStart] = started ? 2000000000 : device::kPeerKernelNeverStarted;
+        bool told = false, never_started = false;
+        const core::PeerNote note = [&](int, bool never) {
+            told = true;
+            never_started = never;
+            return std::string("a note about the peer");
+        };
+        try {
+            core::throw_error_record(record, 10.0, note);
+        } catch (const TimeoutError& error) {
+            SY_CHECK_MSG(contains(error.what(), "; a note about the peer;"), error.what());
+        }
+        SY_CHECK(told);
+        SY_CHECK_EQ(never_started, !started);
+    }
 }
 
 SY_TEST_MAIN()
