@@ -137,7 +137,8 @@ class Buffer {
     // communication, nothing launched. Call it before the first LL op of a shape: the first decode
     // step then pays no compile or load, and with several ranks on one GPU it is required, because
     // loading a kernel waits for the device's queued work, which may be a co-located peer's kernel
-    // waiting for this rank (a stall until the timeout otherwise). ll_load_kernels(device,
+    // waiting for this rank: when another rank of this process shares the GPU, an LL op whose kernel
+    // is not loaded raises InvalidArgument before it launches anything. ll_load_kernels(device,
     // LlDispatchShape) (planning.hpp) does the same from shapes alone, without a buffer.
     void ll_load_kernels(const LowLatencyDispatchArgs& args);
     // The buffer's LL send area as a bf16 [L, R*T_ll, H] view for zero-copy combine input (the

@@ -212,6 +212,9 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
     impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1;
+    for (int peer = 0; peer < impl.topology.num_ranks; ++peer)
+        if (peer != impl.topology.rank && impl.topology.same_process(peer) && impl.topology.same_gpu(peer))
+            impl.kernels_preloaded_only = true;
     impl.device_sms = num_sms;
     if (config.enable_low_latency) {
         // The LL dispatch keeps a bit mask of the op's tokens per expert and per rank in shared

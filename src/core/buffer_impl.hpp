@@ -59,6 +59,7 @@ struct Buffer::Impl {
     OpEvent latest_done;  // the latest op's completion (on the stream it ran on)
     int sm_budget = 1;
     bool chain_kernels = false;  // programmatic dependent launch inside an op (LaunchContext)
+    bool kernels_preloaded_only = false;  // a rank of this process shares the GPU (LaunchContext)
     int device_sms = 1;
     // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
     int32_t* host_counts = nullptr;
@@ -115,6 +116,7 @@ struct Buffer::Impl {
         context.diagnostics.rank = communicator->rank();
         context.sm_budget = sm_budget;
         context.chain_kernels = chain_kernels;
+        context.kernels_preloaded_only = kernels_preloaded_only;
         context.outputs = outputs.get();
         context.routing_scratch = routing_scratch;
         context.network = network.get();

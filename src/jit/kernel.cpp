@@ -127,36 +127,60 @@ void Kernel::ensure_dynamic_shared(unsigned bytes) const {
     max_dynamic_shared_ = bytes;
 }
 
-const Kernel& get_kernel(const KernelSource& source, int device, const CompileOptions& options) {
-    // Fail on a missing driver before compiling anything: without it the result is unusable.
-    driver();
-    CompileOptions resolved = options;
-    if (resolved.arch.empty()) resolved.arch = arch_for_device(device);
+namespace {
 
-    // The in-process cache key: everything that selects a distinct loaded kernel.
+// The in-process cache: one slot per key. Per-slot lock: loading one kernel does not block lookups
+// or loads of others. A failed load leaves the slot empty so a later call retries (e.g. after the
+// user fixes the cache dir).
+struct Slot {
+    std::mutex mutex;
+    std::unique_ptr<Kernel> kernel;
+};
+std::mutex slots_mutex;
+std::map<std::string, std::unique_ptr<Slot>> slots;
+
+// The options with the arch filled in, and the in-process cache key: everything that selects a
+// distinct loaded kernel.
+std::string cache_key(const KernelSource& source, int device, CompileOptions& resolved) {
+    if (resolved.arch.empty()) resolved.arch = arch_for_device(device);
     std::string key = std::to_string(device) + "|" + source.family + "|" + source.header + "|" +
                       source.kernel + "|" + resolved.arch + "|" + (resolved.line_info ? "L" : "-") +
                       (resolved.compiler == Compiler::kNvccNccl ? "|nvcc" : "");
     for (const auto& define : resolved.defines) key += "|D" + define;
+    return key;
+}
 
-    struct Slot {
-        std::mutex mutex;
-        std::unique_ptr<Kernel> kernel;
-    };
-    static std::mutex map_mutex;
-    static std::map<std::string, std::unique_ptr<Slot>> slots;
+}  // namespace
+
+const Kernel& get_kernel(const KernelSource& source, int device, const CompileOptions& options) {
+    // Fail on a missing driver before compiling anything: without it the result is unusable.
+    driver();
+    CompileOptions resolved = options;
+    const std::string key = cache_key(source, device, resolved);
     Slot* slot = nullptr;
     {
-        std::lock_guard<std::mutex> lock(map_mutex);
+        std::lock_guard<std::mutex> lock(slots_mutex);
         auto& entry = slots[key];
         if (!entry) entry = std::make_unique<Slot>();
         slot = entry.get();
     }
-    // Per-slot lock: loading one kernel does not block lookups or loads of others. A failed load
-    // leaves the slot empty so a later call retries (e.g. after the user fixes the cache dir).
     std::lock_guard<std::mutex> lock(slot->mutex);
     if (!slot->kernel) slot->kernel = load_kernel(source, device, resolved);
     return *slot->kernel;
+}
+
+bool kernel_is_loaded(const KernelSource& source, int device, const CompileOptions& options) {
+    CompileOptions resolved = options;
+    const std::string key = cache_key(source, device, resolved);
+    Slot* slot = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(slots_mutex);
+        const auto found = slots.find(key);
+        if (found == slots.end()) return false;
+        slot = found->second.get();
+    }
+    std::lock_guard<std::mutex> lock(slot->mutex);
+    return slot->kernel != nullptr;
 }
 
 }  // namespace switchyard::jit

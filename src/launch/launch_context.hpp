@@ -32,6 +32,10 @@ struct LaunchContext {
     // while the previous ends). Only on a GPU this rank has alone: a co-located rank's cooperative
     // kernel could otherwise find its SMs held by this rank's waiting blocks.
     bool chain_kernels = false;
+    // Another rank of this process shares this GPU: a kernel loaded now would wait for the device's
+    // queued work, which may be that rank's kernel waiting for this one (DESIGN.md §4, rule 7).
+    // Launchers of kernels that wait for peers then refuse a kernel not loaded beforehand.
+    bool kernels_preloaded_only = false;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
     device::RoutingScratch routing_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
     // The scale-out network (null on one node): kernels of the emulated backend take

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/tuning.hpp"
+#include "switchyard/errors.hpp"
 #include "launch/kernel_catalog.hpp"
 #include "launch/ll_launch.hpp"
 #include "launch/ll_net_launch.hpp"
@@ -36,6 +37,15 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
                       int64_t shared_bytes, const void* args, size_t args_size,
                       const jit::CompileOptions& options) {
+    if (context.kernels_preloaded_only && !jit::kernel_is_loaded(source, context.device, options))
+        throw InvalidArgument(
+            "switchyard: rank " + std::to_string(context.rank) + ": the LL kernel " + source.kernel +
+            " is not loaded, and another rank of this process shares GPU " + std::to_string(context.device) +
+            ": loading it now would wait for that rank's kernel, which may be waiting for this rank "
+            "(DESIGN.md "
+            "§4, rule 7). Load every LL kernel of the op's shape before the first LL op: "
+            "Buffer::ll_load_kernels "
+            "with the dispatch's arguments, or ll_load_kernels(device, shape) of planning.hpp");
     const jit::Kernel& kernel = jit::get_kernel(source, context.device, options);
     jit::LaunchConfig config;
     config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));

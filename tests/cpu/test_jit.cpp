@@ -145,6 +145,14 @@ SY_TEST(jit, ptxas_log_parser) {
     SY_CHECK_EQ(none.spill_bytes, -1);
 }
 
+// Asking whether a kernel is loaded compiles and loads nothing: the answer for a kernel no call
+// loaded is no, with or without a GPU (launchers of co-located ranks refuse such a kernel).
+SY_TEST(jit, kernel_is_loaded_loads_nothing) {
+    const std::string dir = use_cache_dir("is_loaded");
+    SY_CHECK(!jit::kernel_is_loaded(scale_source(96, 2), 0, for_arch("sm_90a")));
+    SY_CHECK(!fs::exists(dir) || fs::is_empty(dir));
+}
+
 SY_TEST(jit, compile_sm90a_then_cache_hit) {
     use_cache_dir("basic");
     const auto first = jit::compile(scale_source(128, 4), for_arch("sm_90a"));
