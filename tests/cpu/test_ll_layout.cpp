@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ll_capacity.hpp"
 #include "common/testing.hpp"
 #include "jit/jit.hpp"
 #include "launch/kernel_catalog.hpp"
@@ -14,27 +15,10 @@
 
 using namespace switchyard;
 using namespace switchyard::device;
-
-namespace {
-
-BufferCapacity ll_capacity(int ranks, int tokens, int hidden, int experts, int topk) {
-    BufferCapacity capacity{};
-    capacity.num_ranks = ranks;
-    capacity.max_experts = experts;
-    capacity.max_tokens_per_rank = 4096;
-    capacity.max_hidden = hidden;
-    capacity.max_topk = topk;
-    capacity.ll_max_tokens_per_rank = tokens;
-    capacity.high_throughput = false;
-    capacity.low_latency = true;
-    capacity.ll_zero_copy_combine = false;
-    return capacity;
-}
-
-}  // namespace
+using switchyard::testing::ll_capacity;
 
 SY_TEST(LlLayout, DeepSeekShapeEp8FitsIn64MiB) {
-    const BufferLayout layout = BufferLayout::make(ll_capacity(8, 128, 7168, 256, 8));
+    const BufferLayout layout = BufferLayout::make(ll_capacity(8, 1, 128, 7168, 256, 8));
     std::printf("  LL buffer: %lld bytes (%.1f MiB), set %lld bytes\n", (long long)layout.total_bytes,
                 layout.total_bytes / 1048576.0, (long long)layout.ll_set_bytes);
     SY_CHECK(layout.ll_set_bytes > 0);
@@ -47,7 +31,7 @@ SY_TEST(LlLayout, DeepSeekShapeEp8FitsIn64MiB) {
 }
 
 SY_TEST(LlLayout, ZeroCopyAreaFollowsTheSets) {
-    BufferCapacity capacity = ll_capacity(2, 128, 7168, 256, 8);
+    BufferCapacity capacity = ll_capacity(2, 1, 128, 7168, 256, 8);
     capacity.ll_zero_copy_combine = true;
     const BufferLayout layout = BufferLayout::make(capacity);
     SY_CHECK_EQ(layout.ll_zero_copy_bytes, int64_t(128) * 2 * 128 * 7168 * 2);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ll_capacity.hpp"
 #include "common/testing.hpp"
 #include "jit/jit.hpp"
 #include "jit/nvcc_program.hpp"
@@ -24,36 +25,21 @@
 
 using namespace switchyard;
 using namespace switchyard::device;
-
-namespace {
-
-BufferCapacity ll_capacity(int ranks, int nodes, int tokens = 128, int hidden = 7168, int experts = 256,
-                           int topk = 8) {
-    BufferCapacity capacity{};
-    capacity.num_ranks = ranks;
-    capacity.max_experts = experts;
-    capacity.max_tokens_per_rank = 4096;
-    capacity.max_hidden = hidden;
-    capacity.max_topk = topk;
-    capacity.ll_max_tokens_per_rank = tokens;
-    capacity.high_throughput = false;
-    capacity.low_latency = true;
-    capacity.num_nodes = nodes;
-    return capacity;
-}
-
-}  // namespace
+using switchyard::testing::ll_capacity;
 
 SY_TEST(LlNodesLayout, DeepSeekShapeBufferBytes) {
     // LL for 128 tokens, hidden 7168, 256 experts, top-8 (DESIGN.md §9: EP8 <= 64 MiB).
     struct Shape {
         int nodes, per_node;
     };
-    for (const Shape shape : {Shape{1, 8}, Shape{2, 4}, Shape{4, 2}, Shape{8, 1}, Shape{2, 2}, Shape{4, 1}, Shape{2, 8}}) {
-        const BufferLayout layout = BufferLayout::make(ll_capacity(shape.nodes * shape.per_node, shape.nodes));
+    for (const Shape shape :
+         {Shape{1, 8}, Shape{2, 4}, Shape{4, 2}, Shape{8, 1}, Shape{2, 2}, Shape{4, 1}, Shape{2, 8}}) {
+        const BufferLayout layout =
+            BufferLayout::make(ll_capacity(shape.nodes * shape.per_node, shape.nodes));
         std::printf("  %d x %d: %lld bytes (%.1f MiB): %d record areas per set, forward area %.1f MiB\n",
-                    shape.nodes, shape.per_node, (long long)layout.total_bytes, layout.total_bytes / 1048576.0,
-                    layout.ll_set.record_areas, layout.ll_forward_bytes / 1048576.0);
+                    shape.nodes, shape.per_node, (long long)layout.total_bytes,
+                    layout.total_bytes / 1048576.0, layout.ll_set.record_areas,
+                    layout.ll_forward_bytes / 1048576.0);
         if (shape.nodes * shape.per_node == 8 && shape.nodes <= 2) SY_CHECK(layout.total_bytes <= 64ll << 20);
     }
     // One node keeps the one-node layout exactly.
@@ -73,10 +59,13 @@ SY_TEST(LlNodesLayout, AreasOfASetDoNotOverlap) {
             const LlSetLayout& set = layout.ll_set;
             SY_CHECK_EQ(set.record_areas, per_node + 2 * (nodes - 1));
             SY_CHECK(set.headers_offset + set.header_bytes * ranks <= set.dispatch_offset);
-            SY_CHECK(set.dispatch_offset + int64_t(set.record_areas) * 33 * set.max_record_bytes <= set.combine_offset);
+            SY_CHECK(set.dispatch_offset + int64_t(set.record_areas) * 33 * set.max_record_bytes <=
+                     set.combine_offset);
             SY_CHECK(set.combine_offset + 9ll * 33 * set.max_combine_row_bytes <= set.node_headers_offset);
-            SY_CHECK(4 * LlSetLayout::node_header_words(per_node, set.max_local_experts, 33) <= set.node_header_bytes);
-            SY_CHECK(set.node_headers_offset + 2ll * (nodes - 1) * set.node_header_bytes <= set.combine_headers_offset);
+            SY_CHECK(4 * LlSetLayout::node_header_words(per_node, set.max_local_experts, 33) <=
+                     set.node_header_bytes);
+            SY_CHECK(set.node_headers_offset + 2ll * (nodes - 1) * set.node_header_bytes <=
+                     set.combine_headers_offset);
             SY_CHECK(set.combine_headers_offset + 2ll * (nodes - 1) * LlSetLayout::kCombineHeaderBytes <=
                      set.forward_flags_offset);
             SY_CHECK(set.forward_flags_offset + 8ll * per_node <= set.set_bytes);
@@ -109,31 +98,36 @@ SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
         const BufferLayout layout = BufferLayout::make(capacity);
         const LlSetLayout& set = layout.ll_set;
         const int64_t window = layout.total_bytes;
-        auto aligned_inside = [&](int64_t offset, int64_t bytes, int64_t begin, int64_t end, const char* what) {
+        auto aligned_inside = [&](int64_t offset, int64_t bytes, int64_t begin, int64_t end,
+                                  const char* what) {
             SY_CHECK_MSG(offset % 16 == 0, what << " at " << offset << " is not 16-byte aligned");
-            SY_CHECK_MSG(offset >= begin && offset + bytes <= end,
-                         what << " [" << offset << ", " << offset + bytes << ") leaves [" << begin << ", " << end << ")");
+            SY_CHECK_MSG(offset >= begin && offset + bytes <= end, what << " [" << offset << ", "
+                                                                        << offset + bytes << ") leaves ["
+                                                                        << begin << ", " << end << ")");
             SY_CHECK_MSG(offset + bytes <= window, what << " leaves the window");
         };
         for (int32_t scale_kind : {kScaleNone, kScaleFloat32, kScaleUe8m0}) {
             const RecordLayout record = ll_dispatch_record(kHidden, scale_kind, kTopk);
-            SY_CHECK(record.total_bytes % 16 == 0 && record.scale_offset % 16 == 0 && record.meta_offset % 16 == 0);
+            SY_CHECK(record.total_bytes % 16 == 0 && record.scale_offset % 16 == 0 &&
+                     record.meta_offset % 16 == 0);
             SY_CHECK(record.total_bytes <= set.max_record_bytes);
             for (int rank = 0; rank < R; ++rank) {
                 const LlNodes nodes{N, G, rank / G, rank % G};
                 for (int s = 0; s < 2; ++s) {
                     const int64_t base = layout.ll_offset + s * layout.ll_set_bytes;
                     const int64_t records_begin = base + set.dispatch_offset;
-                    const int64_t records_end = records_begin + int64_t(set.record_areas) * kTokens * set.max_record_bytes;
+                    const int64_t records_end =
+                        records_begin + int64_t(set.record_areas) * kTokens * set.max_record_bytes;
                     SY_CHECK(records_end <= base + set.combine_offset);
                     auto record_at = [&](int area, int slot) {
-                        return int64_t(set.record(reinterpret_cast<uint8_t*>(0) + base, area, slot, record.total_bytes) -
-                                       reinterpret_cast<uint8_t*>(0));
+                        return int64_t(
+                            set.record(reinterpret_cast<uint8_t*>(0) + base, area, slot, record.total_bytes) -
+                            reinterpret_cast<uint8_t*>(0));
                     };
                     for (int g = 0; g < G; ++g)
                         for (int slot = 0; slot < kTokens; ++slot)
-                            aligned_inside(record_at(ll_net_local_area(g), slot), record.total_bytes, records_begin,
-                                           records_end, "a node-mate's record");
+                            aligned_inside(record_at(ll_net_local_area(g), slot), record.total_bytes,
+                                           records_begin, records_end, "a node-mate's record");
                     for (int o = 0; o < N - 1; ++o) {
                         const int32_t m = nodes.other_node(o);
                         // The put of the staged records and the header to the rail peer on node m.
@@ -152,10 +146,12 @@ SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
                         }
                         const int64_t headers_begin = base + set.node_headers_offset;
                         const int64_t headers_end = headers_begin + 2ll * (N - 1) * set.node_header_bytes;
-                        aligned_inside(headers_begin + set.node_header_bytes * (N - 1 + o), set.node_header_bytes,
-                                       headers_begin, headers_end, "the staged node header");
-                        aligned_inside(headers_begin + set.node_header_bytes * nodes.index_at(m), set.node_header_bytes,
-                                       headers_begin, headers_end, "the received node header");
+                        aligned_inside(headers_begin + set.node_header_bytes * (N - 1 + o),
+                                       set.node_header_bytes, headers_begin, headers_end,
+                                       "the staged node header");
+                        aligned_inside(headers_begin + set.node_header_bytes * nodes.index_at(m),
+                                       set.node_header_bytes, headers_begin, headers_end,
+                                       "the received node header");
                         const int64_t combine_headers = base + set.combine_headers_offset;
                         aligned_inside(combine_headers + LlSetLayout::kCombineHeaderBytes * (N - 1 + o),
                                        LlSetLayout::kCombineHeaderBytes, combine_headers,
@@ -165,10 +161,10 @@ SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
                     const int64_t row_bytes = LlSetLayout::combine_row_bytes(kHidden);
                     for (int k = 0; k < kTopk; ++k)
                         for (int t = 0; t < kTokens; ++t)
-                            aligned_inside(base + set.combine_offset + (int64_t(k) * kTokens + t) * row_bytes, row_bytes,
-                                           base + set.combine_offset,
-                                           base + set.combine_offset + int64_t(set.max_topk) * kTokens *
-                                                                       set.max_combine_row_bytes,
+                            aligned_inside(base + set.combine_offset + (int64_t(k) * kTokens + t) * row_bytes,
+                                           row_bytes, base + set.combine_offset,
+                                           base + set.combine_offset +
+                                               int64_t(set.max_topk) * kTokens * set.max_combine_row_bytes,
                                            "a combine row");
                     SY_CHECK((set.forward_flags_offset + base) % 8 == 0);
                 }
@@ -178,8 +174,9 @@ SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
                 for (int o = 0; o < N - 1; ++o)
                     for (int k = 0; k < kTopk; ++k)
                         for (int t = 0; t < kTokens; ++t)
-                            aligned_inside(forward.row_offset(o, k, t, row_bytes), row_bytes, layout.ll_forward_offset,
-                                           layout.ll_forward_offset + layout.ll_forward_bytes, "a forward row");
+                            aligned_inside(
+                                forward.row_offset(o, k, t, row_bytes), row_bytes, layout.ll_forward_offset,
+                                layout.ll_forward_offset + layout.ll_forward_bytes, "a forward row");
             }
         }
         // Shared memory: the dispatch's routing masks (expert, rank and node masks) and receive
@@ -190,7 +187,8 @@ SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
             const int64_t carve_words = 3 * int64_t(R) + 1;  // mask, present, record_starts
             const int64_t masks = (int64_t(kExperts) + R + N) * words_per_mask;
             const int64_t receive = int64_t(R) * L + 2 * (int64_t(L) + 1);
-            SY_CHECK(4 * (carve_words + std::max(masks, receive)) <= ll_net_dispatch_shared_bytes(R, N, kExperts, tokens));
+            SY_CHECK(4 * (carve_words + std::max(masks, receive)) <=
+                     ll_net_dispatch_shared_bytes(R, N, kExperts, tokens));
         }
         const int64_t combine = ll_combine_shared_bytes(R, L);
         SY_CHECK(align_up(combine, 16) + 8 * int64_t(N - 1) <= ll_net_combine_shared_bytes(R, L, N));
@@ -233,11 +231,13 @@ std::string compile_checked(const jit::KernelSource& source, const jit::CompileO
     jit::CompileOptions options = base;
     options.arch = "sm_90a";
     const jit::CompiledKernel compiled = jit::compile(source, options);
-    SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4,
+                                                                 "\x7f"
+                                                                 "ELF") == 0);
     SY_CHECK_MSG(compiled.spill_bytes == 0, source.kernel << " spills " << compiled.spill_bytes << " bytes");
     char line[640];
-    std::snprintf(line, sizeof(line), "  %s: %d registers, %d spill bytes, %d stack bytes%s", source.kernel.c_str(),
-                  compiled.num_registers, compiled.spill_bytes, compiled.stack_bytes,
+    std::snprintf(line, sizeof(line), "  %s: %d registers, %d spill bytes, %d stack bytes%s",
+                  source.kernel.c_str(), compiled.num_registers, compiled.spill_bytes, compiled.stack_bytes,
                   compiled.cache_hit ? " (cache hit)" : "");
     return line;
 }
@@ -248,7 +248,8 @@ std::vector<jit::KernelSource> representative(bool gin) {
     using launch::LlCombineShape;
     using launch::LlDispatchShape;
     return {
-        launch::ll_net_dispatch_source(LlDispatchShape{7168, 8, kScaleFloat32, true, kLlBothHalves, false}, gin),
+        launch::ll_net_dispatch_source(LlDispatchShape{7168, 8, kScaleFloat32, true, kLlBothHalves, false},
+                                       gin),
         launch::ll_net_dispatch_source(LlDispatchShape{7168, 8, kScaleNone, false, kLlBothHalves, true}, gin),
         launch::ll_net_combine_source(LlCombineShape{7168, 8, true, kLlBothHalves, false, false}, gin),
         launch::ll_net_combine_source(LlCombineShape{7168, 8, false, kLlBothHalves, true, true}, gin),

@@ -27,6 +27,7 @@
 
 #include "common/case_watchdog.hpp"
 #include "common/gpu_harness.hpp"
+#include "core/buffer_sizing.hpp"
 #include "hier_test_support.hpp"
 #include "jit/jit.hpp"
 #include "launch/hier_launch.hpp"
@@ -604,16 +605,9 @@ namespace {
 
 // Rank 1's copies of the network receive region that node 1 writes (both parities), in its buffer.
 std::vector<std::pair<size_t, size_t>> node_one_regions(const BufferConfig& config, const Case& c, const Shape& shape) {
-    device::BufferCapacity capacity{};
-    capacity.num_ranks = shape.ranks();
-    capacity.max_experts = config.max_experts;
-    capacity.max_tokens_per_rank = config.max_tokens_per_rank;
-    capacity.max_hidden = config.max_hidden;
-    capacity.max_topk = config.max_topk;
-    capacity.ll_max_tokens_per_rank = config.ll_max_tokens_per_rank;
-    capacity.high_throughput = true;
-    capacity.num_nodes = shape.nodes;
-    const device::BufferLayout layout = device::BufferLayout::make(capacity);
+    // The layout the Buffer makes of this configuration.
+    const device::BufferLayout layout =
+        device::BufferLayout::make(core::buffer_capacity(config, shape.ranks(), shape.nodes));
     const int64_t record =
         device::hier_forward_record(c.hidden, device::kPayloadBf16, device::kScaleNone, c.topk, shape.per_node).total_bytes;
     std::vector<std::pair<size_t, size_t>> regions;

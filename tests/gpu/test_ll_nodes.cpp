@@ -32,6 +32,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/buffer_sizing.hpp"
 #include "jit/jit.hpp"
 #include "launch/ll_net_launch.hpp"
 #include "ll_test_support.hpp"
@@ -177,17 +178,9 @@ void run_rounds(Buffer& buffer, RankEnv& env, RankInputs& inputs, const Scenario
 // (token, k) owned on s's node; hierarchical: per token with an owner on s's node) and the header.
 uint64_t predicted_bytes(const Scenario& sc, const Topo& topo, const BufferConfig& config, int s, int m,
                          bool hierarchical) {
-    device::BufferCapacity capacity{};
-    capacity.num_ranks = topo.ranks();
-    capacity.max_experts = config.max_experts;
-    capacity.max_tokens_per_rank = config.max_tokens_per_rank;
-    capacity.max_hidden = config.max_hidden;
-    capacity.max_topk = config.max_topk;
-    capacity.ll_max_tokens_per_rank = config.ll_max_tokens_per_rank;
-    capacity.high_throughput = config.enable_high_throughput;
-    capacity.low_latency = true;
-    capacity.num_nodes = topo.nodes;
-    const device::BufferLayout layout = device::BufferLayout::make(capacity);
+    // The layout the Buffer makes of this configuration.
+    const device::BufferLayout layout =
+        device::BufferLayout::make(core::buffer_capacity(config, topo.ranks(), topo.nodes));
     const int32_t scale_kind = !sc.c.use_fp8 ? device::kScaleNone
                                : sc.c.format == ScaleFormat::kUE8M0 ? device::kScaleUe8m0
                                                                     : device::kScaleFloat32;
