@@ -49,16 +49,16 @@ constexpr int32_t kNetCheckMaxChannels = 16;
 // Result words (int64, device memory, zeroed by the host; kNetResultFirstBad and kNetResultRttMin
 // start at -1 and INT64_MAX).
 enum NetCheckResultWord : int32_t {
-    kNetResultErrors = 0,      // words that did not hold what they should
-    kNetResultFirstBad = 1,    // (source node << 32) | put index of the first bad word, -1 if none
-    kNetResultSendStart = 2,   // globaltimer when the sender began
-    kNetResultRecvEnd = 3,     // globaltimer when the receiver saw the last signal
-    kNetResultRttMin = 4,      // ping-pong: shortest round trip (ns)
-    kNetResultRttMax = 5,      // ping-pong: longest round trip (ns)
-    kNetResultBytesSent = 6,   // payload bytes this rank put
-    kNetResultFailed = 7,      // 1: a request or wait failed (timeout, poisoned)
-    kNetResultSendEnd = 8,     // globaltimer when the sender's last request was posted (the latest)
-    kNetResultPosts = 9,       // requests this rank posted
+    kNetResultErrors = 0,     // words that did not hold what they should
+    kNetResultFirstBad = 1,   // (source node << 32) | put index of the first bad word, -1 if none
+    kNetResultSendStart = 2,  // globaltimer when the sender began
+    kNetResultRecvEnd = 3,    // globaltimer when the receiver saw the last signal
+    kNetResultRttMin = 4,     // ping-pong: shortest round trip (ns)
+    kNetResultRttMax = 5,     // ping-pong: longest round trip (ns)
+    kNetResultBytesSent = 6,  // payload bytes this rank put
+    kNetResultFailed = 7,     // 1: a request or wait failed (timeout, poisoned)
+    kNetResultSendEnd = 8,    // globaltimer when the sender's last request was posted (the latest)
+    kNetResultPosts = 9,      // requests this rank posted
     kNetResultWords = 10,
 };
 
@@ -81,11 +81,11 @@ template <class Backend>
 struct NetCheckArgs {
     typename Backend::Context net;
     Diagnostics diagnostics;
-    uint8_t* window;        // this rank's window (its symmetric buffer)
-    int64_t* results;       // [kNetResultWords]
-    uint64_t src_offset;    // source region: [num_nodes][puts_per_round][put_bytes]
-    uint64_t dst_offset;    // receive region: [num_nodes][slots][put_bytes], slots = puts_per_round (or rounds)
-    uint64_t put_bytes;     // a multiple of 8
+    uint8_t* window;      // this rank's window (its symmetric buffer)
+    int64_t* results;     // [kNetResultWords]
+    uint64_t src_offset;  // source region: [num_nodes][puts_per_round][put_bytes]
+    uint64_t dst_offset;  // receive region: [num_nodes][slots][put_bytes], slots = puts_per_round (or rounds)
+    uint64_t put_bytes;   // a multiple of 8
     uint64_t signal_base[kNetMaxContexts];   // the check's signals of each context before this launch
     uint64_t counter_base[kNetMaxContexts];  // the check's counters of each context before this launch
     uint64_t ping_base;                      // the ping-pong signal before this launch
@@ -131,7 +131,8 @@ SY_DEVICE uint64_t mix(uint64_t x) {
 }
 
 // The 48-bit body of word `word` of put `put` from `source_rank` to `destination_node`.
-SY_DEVICE uint64_t pattern(uint32_t seed, int32_t source_rank, int32_t destination_node, int32_t put, uint64_t word) {
+SY_DEVICE uint64_t pattern(uint32_t seed, int32_t source_rank, int32_t destination_node, int32_t put,
+                           uint64_t word) {
     return mix((uint64_t(seed) << 40) ^ (uint64_t(source_rank) << 52) ^ (uint64_t(destination_node) << 46) ^
                (uint64_t(put) << 24) ^ word) &
            0xffffffffffffull;
@@ -158,6 +159,17 @@ SY_DEVICE void fail(const NetCheckArgs<Backend>& args) {
     atomicExch(reinterpret_cast<unsigned long long*>(args.results + kNetResultFailed), 1ull);
 }
 
+// Lane 0 waits until signal (source `node`, `context`) reaches `target`; on a timeout it fails the
+// check (reported). The same answer in every lane.
+template <class Backend>
+SY_DEVICE bool wait_check_signal(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports,
+                                 int32_t node, int32_t context, uint64_t target) {
+    if (on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); }))
+        return true;
+    if (ptx::lane_id() == 0) fail(args);
+    return false;
+}
+
 // Writes the source of put `put` to `destination_node` (round `round` in the top bits, or none).
 template <class Backend>
 SY_DEVICE void fill_source(const NetCheckArgs<Backend>& args, uint64_t offset, int32_t destination_node,
@@ -171,8 +183,8 @@ SY_DEVICE void fill_source(const NetCheckArgs<Backend>& args, uint64_t offset, i
 // Checks the slot holding put `put` from `source_node` (its rail peer's rank is the source).
 // `round` >= 0: the top bits must say exactly that round.
 template <class Backend>
-SY_DEVICE void check_slot(const NetCheckArgs<Backend>& args, uint64_t offset, int32_t source_node, int32_t put,
-                          int64_t round) {
+SY_DEVICE void check_slot(const NetCheckArgs<Backend>& args, uint64_t offset, int32_t source_node,
+                          int32_t put, int64_t round) {
     const int32_t source_rank = source_node * args.net.ranks_per_node + args.net.local_index;
     const volatile uint64_t* words = reinterpret_cast<const volatile uint64_t*>(args.window + offset);
     const uint64_t top = round >= 0 ? (uint64_t(round + 1) << 48) : 0;
@@ -180,6 +192,18 @@ SY_DEVICE void check_slot(const NetCheckArgs<Backend>& args, uint64_t offset, in
     for (uint64_t w = ptx::lane_id(); w < args.put_bytes / 8; w += 32)
         bad |= words[w] != (top | pattern(args.seed, source_rank, args.net.node, put, w));
     if (__any_sync(0xffffffffu, bad) && ptx::lane_id() == 0) record_bad(args, source_node, put);
+}
+
+// After the last signals of every source node: the receive end time, then the `puts` slots of each
+// source node checked (their layout: node-major, `puts` a node).
+template <class Backend>
+SY_DEVICE void finish_receive(const NetCheckArgs<Backend>& args, int32_t puts) {
+    if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
+    for (int32_t node = 0; node < args.net.num_nodes; ++node)
+        if (node != args.net.node)
+            for (int32_t put = 0; put < puts; ++put)
+                check_slot(args, args.dst_offset + (uint64_t(node) * puts + put) * args.put_bytes, node, put,
+                           -1);
 }
 
 // --- kNetStream --------------------------------------------------------------------------------
@@ -199,7 +223,8 @@ SY_DEVICE void stream_send(const NetCheckArgs<Backend>& args, const NetPort<Back
     for (int32_t node = 0; node < nodes; ++node) {
         if (node == me) continue;
         for (int32_t put = 0; put < per_round; ++put)
-            fill_source(args, args.src_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node, put, -1);
+            fill_source(args, args.src_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node,
+                        put, -1);
     }
     __syncwarp();
     const uint32_t lane = ptx::lane_id();
@@ -218,8 +243,10 @@ SY_DEVICE void stream_send(const NetCheckArgs<Backend>& args, const NetPort<Back
             for (int32_t node = 0; node < nodes; ++node) {
                 if (node == me) continue;
                 auto put = [&](int32_t index, NetSignal signal) {
-                    const uint64_t src = args.src_offset + (uint64_t(node) * per_round + index) * args.put_bytes;
-                    const uint64_t dst = args.dst_offset + (uint64_t(me) * per_round + index) * args.put_bytes;
+                    const uint64_t src =
+                        args.src_offset + (uint64_t(node) * per_round + index) * args.put_bytes;
+                    const uint64_t dst =
+                        args.dst_offset + (uint64_t(me) * per_round + index) * args.put_bytes;
                     ++posts;
                     return ports[context].put(node, dst, src, args.put_bytes, signal);
                 };
@@ -238,7 +265,8 @@ SY_DEVICE void stream_send(const NetCheckArgs<Backend>& args, const NetPort<Back
     }
     posted(args, posts);
     if (lane == 0)
-        args.results[kNetResultBytesSent] = int64_t(args.rounds) * per_round * (nodes - 1) * int64_t(args.put_bytes);
+        args.results[kNetResultBytesSent] =
+            int64_t(args.rounds) * per_round * (nodes - 1) * int64_t(args.put_bytes);
 }
 
 template <class Backend>
@@ -253,44 +281,38 @@ SY_DEVICE void stream_receive(const NetCheckArgs<Backend>& args, const NetPort<B
         for (int32_t group = 0; group < groups && args.check_every_signal; ++group) {
             const int32_t context = group % args.num_contexts;
             const uint64_t target = args.signal_base[context] + uint64_t(group / args.num_contexts) + 1;
-            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
-                if (ptx::lane_id() == 0) fail(args);
-                return;
-            }
+            if (!wait_check_signal(args, ports, node, context, target)) return;
             for (int32_t earlier = context; earlier <= group; earlier += args.num_contexts)
-                for (int32_t put = earlier * per_signal; put < per_round && put < (earlier + 1) * per_signal; ++put)
-                    check_slot(args, args.dst_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node,
-                               put, -1);
+                for (int32_t put = earlier * per_signal; put < per_round && put < (earlier + 1) * per_signal;
+                     ++put)
+                    check_slot(args, args.dst_offset + (uint64_t(node) * per_round + put) * args.put_bytes,
+                               node, put, -1);
         }
         // The last signal of every context, then everything.
         for (int32_t context = 0; context < args.num_contexts && context < groups; ++context) {
-            const uint64_t target = args.signal_base[context] +
-                                    uint64_t(args.rounds) * net_check_groups_on(groups, args.num_contexts, context);
-            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
-                if (ptx::lane_id() == 0) fail(args);
-                return;
-            }
+            const uint64_t target =
+                args.signal_base[context] +
+                uint64_t(args.rounds) * net_check_groups_on(groups, args.num_contexts, context);
+            if (!wait_check_signal(args, ports, node, context, target)) return;
         }
     }
-    if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
-    for (int32_t node = 0; node < nodes; ++node)
-        if (node != me)
-            for (int32_t put = 0; put < per_round; ++put)
-                check_slot(args, args.dst_offset + (uint64_t(node) * per_round + put) * args.put_bytes, node, put, -1);
+    finish_receive(args, per_round);
 }
 
 // --- kNetChannels -------------------------------------------------------------------------------
 // Channel c's records r of every round: put c * puts_per_round + r (source and receive layouts of
 // kNetStream with channels * puts_per_round puts per round).
 template <class Backend>
-SY_DEVICE void channels_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports, int32_t channel) {
+SY_DEVICE void channels_send(const NetCheckArgs<Backend>& args, const NetPort<Backend>* ports,
+                             int32_t channel) {
     const int32_t me = args.net.node, nodes = args.net.num_nodes;
     const int32_t records = args.puts_per_round, total = args.channels * records;
     for (int32_t node = 0; node < nodes; ++node) {
         if (node == me) continue;
         for (int32_t r = 0; r < records; ++r) {
             const int32_t put = channel * records + r;
-            fill_source(args, args.src_offset + (uint64_t(node) * total + put) * args.put_bytes, node, put, -1);
+            fill_source(args, args.src_offset + (uint64_t(node) * total + put) * args.put_bytes, node, put,
+                        -1);
         }
     }
     // Every channel's sources are written before any channel starts (one start time for all).
@@ -318,7 +340,8 @@ SY_DEVICE void channels_send(const NetCheckArgs<Backend>& args, const NetPort<Ba
         }
     posted(args, posts);
     if (channel == 0)
-        args.results[kNetResultBytesSent] = int64_t(args.rounds) * total * (nodes - 1) * int64_t(args.put_bytes);
+        args.results[kNetResultBytesSent] =
+            int64_t(args.rounds) * total * (nodes - 1) * int64_t(args.put_bytes);
 }
 
 template <class Backend>
@@ -331,18 +354,12 @@ SY_DEVICE void channels_receive(const NetCheckArgs<Backend>& args, const NetPort
             const uint64_t target =
                 args.signal_base[context] +
                 uint64_t(args.rounds) * net_check_channel_signals_on(args.channels, args.puts_per_round,
-                                                                     args.puts_per_signal, args.num_contexts, context);
-            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
-                if (ptx::lane_id() == 0) fail(args);
-                return;
-            }
+                                                                     args.puts_per_signal, args.num_contexts,
+                                                                     context);
+            if (!wait_check_signal(args, ports, node, context, target)) return;
         }
     }
-    if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
-    for (int32_t node = 0; node < nodes; ++node)
-        if (node != me)
-            for (int32_t put = 0; put < total; ++put)
-                check_slot(args, args.dst_offset + (uint64_t(node) * total + put) * args.put_bytes, node, put, -1);
+    finish_receive(args, total);
 }
 
 // --- kNetReuse ---------------------------------------------------------------------------------
@@ -355,7 +372,8 @@ SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backe
         const int32_t context = round % args.num_contexts;
         for (int32_t node = 0; node < nodes; ++node) {
             if (node == me) continue;
-            const uint64_t src = args.src_offset + uint64_t(node) * args.put_bytes;  // one slot per peer, reused
+            const uint64_t src =
+                args.src_offset + uint64_t(node) * args.put_bytes;  // one slot per peer, reused
             const NetPort<Backend>& port = ports[context];
             // The previous round's put to this peer (on whichever context) must have read the source.
             const bool read = on_lane0([&] {
@@ -390,7 +408,8 @@ SY_DEVICE void reuse_send(const NetCheckArgs<Backend>& args, const NetPort<Backe
         posted(args, uint64_t(args.rounds) * (nodes - 1));
         for (int32_t node = 0; node < nodes; ++node)
             for (int32_t context = 0; context < args.num_contexts && context < args.rounds; ++context)
-                if (node != me && !ports[context].signal(node, net_signal_add(net_check_signal(me, context), 1)))
+                if (node != me &&
+                    !ports[context].signal(node, net_signal_add(net_check_signal(me, context), 1)))
                     fail(args);
         args.results[kNetResultBytesSent] = int64_t(sent);
     }
@@ -403,14 +422,11 @@ SY_DEVICE void reuse_receive(const NetCheckArgs<Backend>& args, const NetPort<Ba
         if (node == me) continue;
         for (int32_t context = 0; context < args.num_contexts && context < args.rounds; ++context) {
             const uint64_t target = args.signal_base[context] + 1;
-            if (!on_lane0([&] { return ports[context].wait_signal(net_check_signal(node, context), target, node); })) {
-                if (ptx::lane_id() == 0) fail(args);
-                return;
-            }
+            if (!wait_check_signal(args, ports, node, context, target)) return;
         }
         for (int32_t round = 0; round < args.rounds; ++round)
-            check_slot(args, args.dst_offset + (uint64_t(node) * args.rounds + round) * args.put_bytes, node, round,
-                       round);
+            check_slot(args, args.dst_offset + (uint64_t(node) * args.rounds + round) * args.put_bytes, node,
+                       round, round);
     }
     if (ptx::lane_id() == 0) args.results[kNetResultRecvEnd] = int64_t(ptx::globaltimer_ns());
 }
