@@ -58,9 +58,10 @@ SY_HOST_DEVICE constexpr int32_t ll_recv_counter(int32_t kind) {
 // (Spelled out rather than returning the namespace-scope constants: nvcc, which compiles the GIN
 // kernels, does not let device code read a host constexpr object.)
 SY_HOST_DEVICE constexpr KernelStartSlots ll_start_slots(int32_t kind) {
-    return kind == kLlDispatch
-               ? KernelStartSlots{kCounterLlDispatchRunning, kCounterLlDispatchStartNs, kCounterLlDispatchArrived}
-               : KernelStartSlots{kCounterLlCombineRunning, kCounterLlCombineStartNs, kCounterLlCombineArrived};
+    return kind == kLlDispatch ? KernelStartSlots{kCounterLlDispatchRunning, kCounterLlDispatchStartNs,
+                                                  kCounterLlDispatchArrived}
+                               : KernelStartSlots{kCounterLlCombineRunning, kCounterLlCombineStartNs,
+                                                  kCounterLlCombineArrived};
 }
 
 // Block prologue: reads this op's send and receive sequence numbers (counter + 1, the counters of
@@ -151,57 +152,71 @@ SY_DEVICE bool ll_wait_bounded(const uint64_t* address, uint64_t target, const D
     }
 }
 
-// Block-level wait until every unmasked source's arrivals of `kind` for op `sequence` are
-// complete. Fills `shared_present` [R] (1 = the source's data of this op is here). Without masking
-// a source that does not arrive in time is a TimeoutError; with masking, block 0 masks it and
-// publishes its decision, which the other blocks follow, so all blocks agree on the sources.
-// Returns false when the op failed (the buffer is poisoned); all threads return the same value.
-SY_DEVICE bool ll_wait_sources(const LlSignalArgs& buffer, int32_t kind, uint64_t sequence,
-                               const uint32_t* shared_mask, uint32_t* shared_present,
-                               int64_t* wait_time_stats) {
-    uint8_t* signals = buffer.signal_area();
+// Without masking, waits for source s's arrivals of `kind` for op `sequence`; a timeout is an
+// error record whose details `details` fills in. The record's expected value carries the op's set
+// in bit 0 (a target's low 32 bits are zero): ops n and n + 1 of a kind have the same target on
+// different sets.
+template <typename Details>
+SY_DEVICE void ll_wait_arrivals(const LlSignalArgs& buffer, int32_t kind, uint64_t sequence, int32_t s,
+                                const Details& details) {
     const int32_t set = ll_set_of(sequence);
-    const uint64_t* arrivals = buffer.signals.arrivals(signals, kind, set);
-    const int32_t phase = kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine;
     const uint64_t target = ll_arrival_target(sequence);
+    wait_until(
+        buffer.signals.arrivals(buffer.signal_area(), kind, set) + s,
+        [target](uint64_t value) { return value >= target; }, buffer.diagnostics,
+        kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine, s, target | uint64_t(set), details);
+}
+
+// What a timeout report says of a source s of this node: the send sequence of its latest kernel of
+// `kind` and when it started (or that it never did), whether it is poisoned or has masked this
+// rank, and the latest op whose arrivals its block 0 raised.
+SY_DEVICE PeerKernelDetails ll_peer_details(const LlSignalArgs& buffer, int32_t kind, int32_t s) {
+    uint8_t* peer = buffer.peer_bases[s];
+    return PeerKernelDetails{buffer.workspace.counters(peer), ll_start_slots(kind),
+                             buffer.workspace.poison(peer),
+                             buffer.signals.mask(buffer.workspace.ll_signals(peer)) + buffer.rank};
+}
+
+// Block-level wait until the arrivals of `kind` for op `sequence` of every unmasked source that
+// `selected(s)` picks are complete, filling `shared_present` [R] for those (1 = the source's data of
+// this op is here; other entries are left as they are). Without masking, `wait_one(s)` waits for
+// source s and a source that does not arrive in time is a TimeoutError; with masking, block 0
+// waits quietly, masks a source that does not arrive, and publishes its decision on `decided`,
+// which the other blocks follow, so all blocks agree on the sources. Returns false (in every
+// thread) when the op failed (the buffer is poisoned).
+template <typename Selected, typename WaitOne>
+SY_DEVICE bool ll_wait_selected_sources(const LlSignalArgs& buffer, int32_t kind, uint64_t sequence,
+                                        const uint32_t* shared_mask, uint32_t* shared_present,
+                                        int64_t* wait_time_stats, uint64_t* decided, Selected selected,
+                                        WaitOne wait_one) {
+    uint8_t* signals = buffer.signal_area();
     const bool record_stats = wait_time_stats != nullptr && blockIdx.x == 0;
+    auto record = [&](int32_t s, uint64_t start) {
+        if (record_stats)
+            atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
+                      (unsigned long long)(ptx::globaltimer_ns() - start));
+    };
     if (!buffer.mask_unresponsive) {
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
+            if (!selected(s)) continue;
             shared_present[s] = shared_mask[s] == 0;
             if (shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            // On a timeout: the send sequence of the peer's latest kernel of this kind and when
-            // it started (or that it never did), whether the peer is poisoned or has masked this
-            // rank, and the latest op whose arrivals its block 0 raised.
-            uint8_t* peer = buffer.peer_bases[s];
-            const PeerKernelDetails details{
-                buffer.workspace.counters(peer), ll_start_slots(kind), buffer.workspace.poison(peer),
-                buffer.signals.mask(buffer.workspace.ll_signals(peer)) + buffer.rank};
-            // The record's expected value carries this op's set in bit 0 (a target's low 32 bits
-            // are zero): ops n and n + 1 of a kind have the same target on different sets.
-            wait_until(
-                arrivals + s, [target](uint64_t value) { return value >= target; }, buffer.diagnostics, phase,
-                s, target | uint64_t(set), details);
-            if (record_stats)
-                atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
-                          (unsigned long long)(ptx::globaltimer_ns() - start));
+            wait_one(s);
+            record(s, start);
         }
-        __syncthreads();
-        const bool ok = !is_poisoned(buffer.diagnostics);
-        __syncthreads();
-        return ok;
+        return __syncthreads_and(!is_poisoned(buffer.diagnostics)) != 0;
     }
     uint32_t* mask = buffer.signals.mask(signals);
-    uint64_t* decided = buffer.signals.decided(signals, kind, set);
     if (blockIdx.x == 0) {
+        const uint64_t* arrivals = buffer.signals.arrivals(signals, kind, ll_set_of(sequence));
+        const uint64_t target = ll_arrival_target(sequence);
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
-            if (shared_mask[s]) continue;
+            if (!selected(s) || shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
             const bool arrived = ll_wait_bounded(arrivals + s, target, buffer.diagnostics);
             if (!arrived && !is_poisoned(buffer.diagnostics)) atomicExch(mask + s, 1u);
-            if (record_stats)
-                atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
-                          (unsigned long long)(ptx::globaltimer_ns() - start));
+            record(s, start);
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -212,15 +227,23 @@ SY_DEVICE bool ll_wait_sources(const LlSignalArgs& buffer, int32_t kind, uint64_
         // Block 0 decides within one timeout per round of sources; allow it that and slack.
         Diagnostics patient = buffer.diagnostics;
         patient.timeout_ns = 2 * buffer.diagnostics.timeout_ns + 1000000000ull;
-        wait_at_least(decided, sequence, patient, phase, buffer.rank);
+        wait_at_least(decided, sequence, patient, kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine,
+                      buffer.rank);
     }
     __syncthreads();
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
-        shared_present[s] = ptx::ld_relaxed_gpu(mask + s) == 0;
-    __syncthreads();
-    const bool ok = !is_poisoned(buffer.diagnostics);
-    __syncthreads();
-    return ok;
+        if (selected(s)) shared_present[s] = ptx::ld_relaxed_gpu(mask + s) == 0;
+    return __syncthreads_and(!is_poisoned(buffer.diagnostics)) != 0;
+}
+
+// ll_wait_selected_sources over every source of one node.
+SY_DEVICE bool ll_wait_sources(const LlSignalArgs& buffer, int32_t kind, uint64_t sequence,
+                               const uint32_t* shared_mask, uint32_t* shared_present,
+                               int64_t* wait_time_stats) {
+    return ll_wait_selected_sources(
+        buffer, kind, sequence, shared_mask, shared_present, wait_time_stats,
+        buffer.signals.decided(buffer.signal_area(), kind, ll_set_of(sequence)), [](int32_t) { return true; },
+        [&](int32_t s) { ll_wait_arrivals(buffer, kind, sequence, s, ll_peer_details(buffer, kind, s)); });
 }
 
 #endif

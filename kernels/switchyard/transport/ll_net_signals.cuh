@@ -112,8 +112,8 @@ SY_DEVICE bool ll_net_relay_one(const LlSignalArgs& buffer, const LlNetArgs<Back
     if (shared_mask[source]) return true;
     const NetPort<Backend> port(net.net, ll_net_context(net.net.num_contexts), buffer.diagnostics);
     const int32_t set = ll_set_of(sequence);
-    if (!ll_net_wait_signal(port, buffer.mask_unresponsive != 0, ll_net_signal(kLlDispatch, set, m), sequence, m,
-                            kPhaseLlDispatch, buffer.diagnostics))
+    if (!ll_net_wait_signal(port, buffer.mask_unresponsive != 0, ll_net_signal(kLlDispatch, set, m), sequence,
+                            m, kPhaseLlDispatch, buffer.diagnostics))
         return buffer.mask_unresponsive != 0 && !is_poisoned(buffer.diagnostics);
     const int32_t* header = set_layout.node_header(own_set_base, o);
     const int32_t L = set_layout.max_local_experts, T = set_layout.max_tokens;
@@ -128,8 +128,9 @@ SY_DEVICE bool ll_net_relay_one(const LlSignalArgs& buffer, const LlNetArgs<Back
 }
 
 template <class Backend>
-SY_DEVICE void ll_net_relay(const LlSignalArgs& buffer, const LlNetArgs<Backend>& net, const LlSetLayout& set_layout,
-                            uint8_t* own_set_base, uint64_t sequence, const uint32_t* shared_mask) {
+SY_DEVICE void ll_net_relay(const LlSignalArgs& buffer, const LlNetArgs<Backend>& net,
+                            const LlSetLayout& set_layout, uint8_t* own_set_base, uint64_t sequence,
+                            const uint32_t* shared_mask) {
     for (int32_t o = int32_t(ptx::lane_id()); o < net.nodes.others(); o += 32)
         if (!ll_net_relay_one(buffer, net, set_layout, own_set_base, sequence, shared_mask, o)) return;
 }
@@ -140,72 +141,22 @@ SY_DEVICE NetTimeoutDetails ll_net_relay_details(int32_t source_node, int32_t co
     return NetTimeoutDetails{source_node, -1, context, kNetWaitRelay};
 }
 
-// ll_wait_sources across nodes: waits for the arrivals of op `sequence` of every unmasked source
-// for which `selected(s)` holds (same-node sources directly, others relayed by their gateway),
-// filling shared_present [R] for those (1 = its data of this op is here; other entries are left as
-// they are). Masking: block 0 decides and publishes on `decided`, the other blocks follow.
-// Returns false (in every thread) when the op failed.
+// ll_wait_sources across nodes: the sources `selected(s)` picks, those of this node waited for
+// directly, those of other nodes as their gateway relayed them (ll_wait_selected_sources).
 template <typename Selected>
 SY_DEVICE bool ll_net_wait_sources(const LlSignalArgs& buffer, const LlNodes& nodes, int32_t net_context,
                                    int32_t kind, uint64_t sequence, const uint32_t* shared_mask,
                                    uint32_t* shared_present, int64_t* wait_time_stats, uint64_t* decided,
                                    Selected selected) {
-    uint8_t* signals = buffer.signal_area();
-    const int32_t set = ll_set_of(sequence);
-    const uint64_t* arrivals = buffer.signals.arrivals(signals, kind, set);
-    const int32_t phase = kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine;
-    const uint64_t target = ll_arrival_target(sequence);
-    const bool record_stats = wait_time_stats != nullptr && blockIdx.x == 0;
-    if (!buffer.mask_unresponsive) {
-        for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
-            if (!selected(s)) continue;
-            shared_present[s] = shared_mask[s] == 0;
-            if (shared_mask[s]) continue;
-            const uint64_t start = ptx::globaltimer_ns();
-            if (nodes.on_my_node(s)) {
-                uint8_t* peer = buffer.peer_bases[s];
-                const PeerKernelDetails details{
-                    buffer.workspace.counters(peer), ll_start_slots(kind), buffer.workspace.poison(peer),
-                    buffer.signals.mask(buffer.workspace.ll_signals(peer)) + buffer.rank};
-                wait_until(
-                    arrivals + s, [target](uint64_t value) { return value >= target; }, buffer.diagnostics, phase,
-                    s, target | uint64_t(set), details);
-            } else {
-                wait_until(
-                    arrivals + s, [target](uint64_t value) { return value >= target; }, buffer.diagnostics, phase,
-                    s, target | uint64_t(set), ll_net_relay_details(nodes.node_of(s), net_context));
-            }
-            if (record_stats)
-                atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
-                          (unsigned long long)(ptx::globaltimer_ns() - start));
-        }
-        return __syncthreads_and(!is_poisoned(buffer.diagnostics)) != 0;
-    }
-    uint32_t* mask = buffer.signals.mask(signals);
-    if (blockIdx.x == 0) {
-        for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
-            if (!selected(s) || shared_mask[s]) continue;
-            const uint64_t start = ptx::globaltimer_ns();
-            const bool arrived = ll_wait_bounded(arrivals + s, target, buffer.diagnostics);
-            if (!arrived && !is_poisoned(buffer.diagnostics)) atomicExch(mask + s, 1u);
-            if (record_stats)
-                atomicAdd(reinterpret_cast<unsigned long long*>(wait_time_stats + s),
-                          (unsigned long long)(ptx::globaltimer_ns() - start));
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            ptx::fence_acq_rel_sys();
-            ptx::st_relaxed_sys(decided, sequence);  // the fence made it a release
-        }
-    } else if (threadIdx.x == 0) {
-        Diagnostics patient = buffer.diagnostics;
-        patient.timeout_ns = 2 * buffer.diagnostics.timeout_ns + 1000000000ull;
-        wait_at_least(decided, sequence, patient, phase, buffer.rank);
-    }
-    __syncthreads();
-    for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
-        if (selected(s)) shared_present[s] = ptx::ld_relaxed_gpu(mask + s) == 0;
-    return __syncthreads_and(!is_poisoned(buffer.diagnostics)) != 0;
+    return ll_wait_selected_sources(
+        buffer, kind, sequence, shared_mask, shared_present, wait_time_stats, decided, selected,
+        [&](int32_t s) {
+            if (nodes.on_my_node(s))
+                ll_wait_arrivals(buffer, kind, sequence, s, ll_peer_details(buffer, kind, s));
+            else
+                ll_wait_arrivals(buffer, kind, sequence, s,
+                                 ll_net_relay_details(nodes.node_of(s), net_context));
+        });
 }
 
 #endif
