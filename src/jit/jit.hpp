@@ -114,9 +114,9 @@ class Kernel {
 // the reference stays valid for the life of the process. `options.arch` is filled in from the
 // device when empty. Throws UnsupportedError when no CUDA driver is available.
 const Kernel& get_kernel(const KernelSource& source, int device, const CompileOptions& options = {});
-// Whether get_kernel() with these arguments would find the kernel loaded already (no compile, no
-// load). Thread-safe.
-bool kernel_is_loaded(const KernelSource& source, int device, const CompileOptions& options = {});
+// The kernel get_kernel() with these arguments would return if it is loaded already, else null
+// (nothing compiled, nothing loaded). Thread-safe.
+const Kernel* loaded_kernel(const KernelSource& source, int device, const CompileOptions& options = {});
 
 // A launcher's fixed kernel, looked up once per device: get_kernel() builds its cache key and
 // takes two locks on every call, which is host time on every op. For kernels whose source does

@@ -169,18 +169,18 @@ const Kernel& get_kernel(const KernelSource& source, int device, const CompileOp
     return *slot->kernel;
 }
 
-bool kernel_is_loaded(const KernelSource& source, int device, const CompileOptions& options) {
+const Kernel* loaded_kernel(const KernelSource& source, int device, const CompileOptions& options) {
     CompileOptions resolved = options;
     const std::string key = cache_key(source, device, resolved);
     Slot* slot = nullptr;
     {
         std::lock_guard<std::mutex> lock(slots_mutex);
         const auto found = slots.find(key);
-        if (found == slots.end()) return false;
+        if (found == slots.end()) return nullptr;
         slot = found->second.get();
     }
     std::lock_guard<std::mutex> lock(slot->mutex);
-    return slot->kernel != nullptr;
+    return slot->kernel.get();
 }
 
 }  // namespace switchyard::jit

@@ -37,16 +37,20 @@ int ll_num_blocks(const LaunchContext& context, int num_sms) {
 void launch_ll_kernel(const jit::KernelSource& source, const LaunchContext& context, int num_blocks,
                       int64_t shared_bytes, const void* args, size_t args_size,
                       const jit::CompileOptions& options) {
-    if (context.kernels_preloaded_only && !jit::kernel_is_loaded(source, context.device, options))
+    // One cache lookup either way: load on demand, or (another rank of this process on this GPU)
+    // only take what was loaded before the op.
+    const jit::Kernel* loaded = context.kernels_preloaded_only
+                                    ? jit::loaded_kernel(source, context.device, options)
+                                    : &jit::get_kernel(source, context.device, options);
+    if (!loaded)
         throw InvalidArgument(
             "switchyard: rank " + std::to_string(context.rank) + ": the LL kernel " + source.kernel +
             " is not loaded, and another rank of this process shares GPU " + std::to_string(context.device) +
             ": loading it now would wait for that rank's kernel, which may be waiting for this rank "
-            "(DESIGN.md "
-            "§4, rule 7). Load every LL kernel of the op's shape before the first LL op: "
-            "Buffer::ll_load_kernels "
-            "with the dispatch's arguments, or ll_load_kernels(device, shape) of planning.hpp");
-    const jit::Kernel& kernel = jit::get_kernel(source, context.device, options);
+            "(DESIGN.md §4, rule 7). Load every LL kernel of the op's shape before the first LL op: "
+            "Buffer::ll_load_kernels with the dispatch's arguments, or ll_load_kernels(device, shape) "
+            "of planning.hpp");
+    const jit::Kernel& kernel = *loaded;
     jit::LaunchConfig config;
     config.grid[0] = static_cast<unsigned>(std::max(1, num_blocks));
     config.block[0] = 32 * tuning::kLlWarps;

@@ -147,9 +147,9 @@ SY_TEST(jit, ptxas_log_parser) {
 
 // Asking whether a kernel is loaded compiles and loads nothing: the answer for a kernel no call
 // loaded is no, with or without a GPU (launchers of co-located ranks refuse such a kernel).
-SY_TEST(jit, kernel_is_loaded_loads_nothing) {
+SY_TEST(jit, loaded_kernel_loads_nothing) {
     const std::string dir = use_cache_dir("is_loaded");
-    SY_CHECK(!jit::kernel_is_loaded(scale_source(96, 2), 0, for_arch("sm_90a")));
+    SY_CHECK(jit::loaded_kernel(scale_source(96, 2), 0, for_arch("sm_90a")) == nullptr);
     SY_CHECK(!fs::exists(dir) || fs::is_empty(dir));
 }
 
