@@ -73,6 +73,18 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
     }
 }
 
+// Whether `peer` is a thread of this process on this rank's GPU (this rank included).
+bool thread_on_my_gpu(const Topology& topology, int peer) {
+    return topology.same_process(peer) && topology.same_gpu(peer);
+}
+
+// Ranks of this process on this rank's GPU, this rank included.
+int ranks_of_process_on_my_gpu(const Topology& topology) {
+    int count = 0;
+    for (int peer = 0; peer < topology.num_ranks; ++peer) count += thread_on_my_gpu(topology, peer);
+    return count;
+}
+
 // Ranks that share a GPU inside one process each drive their own streams. CUDA multiplexes all
 // streams of a context onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default); when
 // there are more streams than queues, one rank's spinning kernel can hold back the kernel or copy
@@ -80,9 +92,7 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
 // GPU (DESIGN.md §4, rule 1). Refuse that setup with an actionable message.
 // With the emulated network each rank also drives its engine's stream.
 void check_hardware_queues(const Topology& topology, bool emulated_network) {
-    int co_located = 0;
-    for (int peer = 0; peer < topology.num_ranks; ++peer)
-        if (topology.same_process(peer) && topology.same_gpu(peer)) ++co_located;
+    const int co_located = ranks_of_process_on_my_gpu(topology);
     if (co_located <= 1) return;
     const int needed = std::min(32, (emulated_network ? 3 : 2) * co_located + 2);
     const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -150,7 +160,7 @@ std::string peer_process_note(const Communicator& communicator, int peer) {
 // to load a kernel, which waits for this rank's kernel in turn (DESIGN.md §4, rule 7).
 std::string colocated_thread_note(const Topology& topology, int peer) {
     if (peer < 0 || peer >= topology.num_ranks || peer == topology.rank) return {};
-    if (!topology.same_process(peer) || !topology.same_gpu(peer)) return {};
+    if (!thread_on_my_gpu(topology, peer)) return {};
     return "rank " + std::to_string(peer) +
            " is a thread of this process on this GPU: if it was loading a kernel (its first op of a shape "
            "without ll_load_kernels / ht_load_kernels first), the load waited for this rank's kernel: load "
@@ -212,9 +222,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
     impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1;
-    for (int peer = 0; peer < impl.topology.num_ranks; ++peer)
-        if (peer != impl.topology.rank && impl.topology.same_process(peer) && impl.topology.same_gpu(peer))
-            impl.kernels_preloaded_only = true;
+    impl.kernels_preloaded_only = ranks_of_process_on_my_gpu(impl.topology) > 1;
     impl.device_sms = num_sms;
     if (config.enable_low_latency) {
         // The LL dispatch keeps a bit mask of the op's tokens per expert and per rank in shared
