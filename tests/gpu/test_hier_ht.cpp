@@ -465,7 +465,9 @@ SY_TEST(HierHt, ManyTokens) {
         c.layout = layout;
         c.counts = CountMode::kDevice;
         c.payload = layout == RecvLayout::kRankMajor ? Payload::kBf16 : Payload::kQuantizeFp32;
-        c.alignment = 4;
+        // Alignment and zero padding belong to the expert-major contiguous layout (the op refuses them
+        // elsewhere).
+        c.alignment = layout == RecvLayout::kRankMajor ? 1 : 4;
         c.zero_padding = layout != RecvLayout::kRankMajor;
         c.num_sms = layout == RecvLayout::kRankMajor ? 1 : 0;
         c.seed = 4242 + uint32_t(layout);
