@@ -15,6 +15,8 @@
 //   Ue8m0Contiguous             fp8 with UE8M0 scales, contiguous, 2x4
 //   HookModeTwoInFlight         send halves of two dispatches, then both receives; two combines
 //                               likewise (both sets in flight), flat and hierarchical, 2x4 and 4x1
+//   EmptyDispatchBetweenRounds  an empty dispatch before each round: dispatch and combine sequences
+//                               of different parity (flat and hierarchical, 2x1 and 2x2)
 //   GraphReplay                 dispatch + combine captured (plain and hook), replayed with new
 //                               data into the same inputs, outputs poisoned before each replay, 2x2
 //   AdversarialNetwork          every adversarial mode of the emulated network, 2x2 and 4x1
@@ -430,6 +432,36 @@ SY_TEST(LlNodes, HookModeTwoInFlight) {
                             what + " (first)");
                 check_round(buffer, env, sb, rb, hierarchical, expected_combine(sb, hierarchical, topo.nodes),
                             what + " (second)");
+            }
+            env.communicator->barrier(std::chrono::seconds(120));
+        });
+    }
+}
+
+// Dispatches out of step with combines: an empty dispatch before each round (how a bench or an
+// engine aligns ranks across nodes, where the GPU barrier cannot reach), so a round's dispatch and
+// combine have sequences of different parity and use different signal sets.
+SY_TEST(LlNodes, EmptyDispatchBetweenRounds) {
+    require_gpus(1);
+    for (const Topo topo : {Topo{2, 1}, Topo{2, 2}}) {
+        Case c = base_case();
+        c.seed = 601 + topo.ranks();
+        const Scenario sc = make_scenario(c, topo.ranks());
+        std::printf("  %s: an empty dispatch before each of 4 rounds\n", topo.name().c_str());
+        run_ranks(topo.ranks(), 1, [&](RankEnv& env) {
+            RankSetup setup(c, topo, env, nodes_config(c, topo));
+            setup.inputs.load(sc, env.rank, env.stream);
+            LowLatencyDispatchArgs empty = setup.inputs.dispatch_args();
+            empty.x = TensorView::contiguous(setup.inputs.x.data(), DType::kBFloat16, {0, c.hidden},
+                                             Device::cuda(env.device));
+            empty.topk_idx = TensorView::contiguous(setup.inputs.idx64.data(), DType::kInt64, {0, c.topk},
+                                                    Device::cuda(env.device));
+            for (int round = 0; round < 4; ++round) {
+                const bool hierarchical = round % 2 == 1;
+                setup.buffer.ll_dispatch(empty, env.stream);
+                check_round(setup.buffer, env, sc, issue_round(setup.buffer, env, setup.inputs, false, hierarchical),
+                            hierarchical, expected_combine(sc, hierarchical, topo.nodes),
+                            topo.name() + " round " + std::to_string(round) + " after an empty dispatch");
             }
             env.communicator->barrier(std::chrono::seconds(120));
         });
