@@ -17,6 +17,8 @@
 //                               likewise (both sets in flight), flat and hierarchical, 2x4 and 4x1
 //   EmptyDispatchBetweenRounds  an empty dispatch before each round: dispatch and combine sequences
 //                               of different parity (flat and hierarchical, 2x1 and 2x2)
+//   DeepSeekRouting             top-8 of 256 experts, every slot valid, every rank full (the LL
+//                               bench's routing at hidden 2048), flat and hierarchical, 2x1 and 2x2
 //   GraphReplay                 dispatch + combine captured (plain and hook), replayed with new
 //                               data into the same inputs, outputs poisoned before each replay, 2x2
 //   AdversarialNetwork          every adversarial mode of the emulated network, 2x2 and 4x1
@@ -73,6 +75,16 @@ Case bf16_contiguous_case() {
     c.index_int64 = false;
     c.contiguous_alignment = 8;
     c.zero_padding = true;
+    return c;
+}
+// DeepSeek-V3's routing at a small hidden size: top-8 of 256 experts (L = 128 at EP2), every slot
+// valid, every rank at T_ll tokens: the routing `switchyard-bench ll --nodes 2` uses.
+Case deepseek_routing_case() {
+    Case c = base_case();
+    c.topk = 8;
+    c.experts = 256;
+    c.tokens = {24};
+    c.empty_slot_per_mille = 0;
     return c;
 }
 Case ue8m0_contiguous_case() {
@@ -295,7 +307,8 @@ SY_TEST(LlNodes, WarmKernels) {
     require_gpus(1);
     // Every kernel the cases load (Buffer::ll_load_kernels per shape), compiled on every core.
     std::vector<jit::KernelSource> sources;
-    for (const Case& c : {base_case(), bf16_contiguous_case(), ue8m0_contiguous_case()}) {
+    for (const Case& c :
+         {base_case(), bf16_contiguous_case(), ue8m0_contiguous_case(), deepseek_routing_case()}) {
         launch::LlDispatchShape shape;
         shape.hidden = c.hidden;
         shape.topk = c.topk;
@@ -463,6 +476,22 @@ SY_TEST(LlNodes, EmptyDispatchBetweenRounds) {
                             hierarchical, expected_combine(sc, hierarchical, topo.nodes),
                             topo.name() + " round " + std::to_string(round) + " after an empty dispatch");
             }
+            env.communicator->barrier(std::chrono::seconds(120));
+        });
+    }
+}
+
+// Top-8 of 256 experts, every slot valid (the bench's routing), flat and hierarchical, 2x1 and 2x2.
+SY_TEST(LlNodes, DeepSeekRouting) {
+    require_gpus(1);
+    for (const Topo topo : {Topo{2, 1}, Topo{2, 2}}) {
+        Case c = deepseek_routing_case();
+        c.seed = 701 + topo.ranks();
+        const Scenario sc = make_scenario(c, topo.ranks());
+        std::printf("  %s: %s\n", topo.name().c_str(), describe(c).c_str());
+        run_ranks(topo.ranks(), 1, [&](RankEnv& env) {
+            RankSetup setup(c, topo, env, nodes_config(c, topo));
+            run_rounds(setup.buffer, env, setup.inputs, sc, topo, false, topo.name() + " top-8 of 256");
             env.communicator->barrier(std::chrono::seconds(120));
         });
     }
