@@ -2,7 +2,7 @@
 // memcpy executor moves bytes between host "windows" and checks, at every signal, counter and
 // flush it is asked to write, that the contract holds at that moment. Ordering, counters, flush,
 // coalescing, pacing (a real-time run of ~50 ms), the latency floor, every adversarial mode, the
-// withheld rank and the byte accounting.
+// withheld rank and the byte accounting; and the request stream of LL ops across nodes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +15,7 @@
 
 #include "common/testing.hpp"
 #include "net/emulated_scheduler.hpp"
+#include "switchyard/ll/net_layout.cuh"
 #include "switchyard/config.hpp"
 #include "switchyard/network.hpp"
 
@@ -332,6 +333,76 @@ SY_TEST(NetScheduler, RecordsWithASignalEachCoalesceAcrossSignals) {
     SY_CHECK(h.executor.copies.size() <= 4 * size_t(stats.batches));
     SY_CHECK(stats.copy_calls * 8 < uint64_t(channels * records));
     SY_CHECK(stats.words < uint64_t(channels * records) / 2);
+}
+
+SY_TEST(NetScheduler, LlOpsAtDeepSeekRoutingDeliverEverySignal) {
+    // What the LL kernels across nodes post on 2 x 1 with top-8 of 256 experts and 128 tokens
+    // (hidden 1024 to fit the test windows): an empty dispatch (its node header with the dispatch
+    // signal), a dispatch (its records in one put, then the header with the signal), then a flat
+    // combine: as the forwarder of the other node's tokens, each row this node owns put from the
+    // forward area to the home's combine rows, warps interleaved, each with the forward counter,
+    // then the network header with the combine signal. Every signal must reach its op's value,
+    // after its payload, and the counter every forward put.
+    Harness h(two_nodes());
+    const int32_t T = 128, K = 8, E = 256, L = E / 2;
+    const uint64_t record = 1200, row = 2048, header = 1152;
+    const int32_t context = device::ll_net_context(4);
+    std::mt19937_64 random(11);
+    // Layout inside the test windows: headers, records, combine rows, forward area.
+    const uint64_t headers = 0, records_at = 64 << 10, rows_at = 1 << 20, forward_at = 4 << 20;
+    std::vector<Executor::Copy> lane;
+    auto signal_put = [&](uint64_t dst, uint64_t src, uint64_t bytes, uint32_t signal) {
+        lane.push_back(h.put(context, 1, dst, src, bytes, signal, device::kLlNetOpAmount));
+        h.executor.promises[{'s', 1, signal, device::kLlNetOpAmount}] = lane;
+    };
+    const uint32_t empty_dispatch = device::ll_net_signal(device::kLlDispatch, 1, 0);
+    const uint32_t dispatch = device::ll_net_signal(device::kLlDispatch, 0, 0);
+    const uint32_t combine = device::ll_net_signal(device::kLlCombine, 1, 0);
+    // Empty dispatch (sequence 1, set 1), then a full one (sequence 2, set 0).
+    signal_put(headers, headers + header, header, empty_dispatch);
+    h.now += 20'000;
+    h.scheduler->issue(h.now);
+    lane.push_back(h.put(context, 1, records_at, records_at + uint64_t(T) * record, uint64_t(T) * record));
+    signal_put(headers + 2 * header, headers + 3 * header, header, dispatch);
+    h.now += 20'000;
+    h.scheduler->issue(h.now);
+    // The combine (sequence 1, set 1): the rows of the slots this node owns, 64 warps taking
+    // tokens in turn, each warp its tokens' rows in order.
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> per_warp(64);  // (token, k)
+    for (int32_t t = 0; t < T; ++t) {
+        std::vector<int32_t> experts;
+        while (int32_t(experts.size()) < K) {
+            const int32_t e = int32_t(random() % E);
+            if (std::find(experts.begin(), experts.end(), e) == experts.end()) experts.push_back(e);
+        }
+        for (int32_t k = 0; k < K; ++k)
+            if (experts[size_t(k)] < L) per_warp[size_t(t) % per_warp.size()].push_back({t, k});
+    }
+    uint64_t forward_puts = 0;
+    for (size_t step = 0, left = 1; left > 0; ++step) {
+        left = 0;
+        for (const auto& rows : per_warp) {
+            if (step >= rows.size()) continue;
+            ++left;
+            const uint64_t slot = uint64_t(rows[step].second) * T + uint64_t(rows[step].first);
+            lane.push_back(h.put(context, 1, rows_at + slot * row, forward_at + slot * row, row,
+                                 device::kNetNone, 0, device::kLlNetForwardCounter));
+            ++forward_puts;
+            if (random() % 8 == 0) h.scheduler->issue(h.now);
+            h.now += int64_t(random() % 300);
+        }
+    }
+    signal_put(headers + 4 * header, headers + 4 * header + 64, 64, combine);
+    h.run();
+    for (const auto& v : h.executor.violations) std::printf("  violation: %s\n", v.c_str());
+    SY_CHECK(h.executor.violations.empty());
+    for (uint32_t signal : {empty_dispatch, dispatch, combine})
+        SY_CHECK_MSG(h.executor.index_of('s', 1, signal, device::kLlNetOpAmount) != SIZE_MAX,
+                     "signal " << signal << " never reached one op");
+    SY_CHECK(h.executor.index_of('c', 0, device::kLlNetForwardCounter, forward_puts) != SIZE_MAX);
+    for (const auto& put : lane) SY_CHECK(h.executor.landed(put));
+    std::printf("  %llu forward rows in %zu copies\n", (unsigned long long)forward_puts,
+                h.executor.copies.size());
 }
 
 SY_TEST(NetScheduler, SignalsOfABatchGoAsTheirChunksDo) {
