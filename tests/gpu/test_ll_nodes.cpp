@@ -472,8 +472,9 @@ SY_TEST(LlNodes, EmptyDispatchBetweenRounds) {
             for (int round = 0; round < 4; ++round) {
                 const bool hierarchical = round % 2 == 1;
                 setup.buffer.ll_dispatch(empty, env.stream);
-                check_round(setup.buffer, env, sc, issue_round(setup.buffer, env, setup.inputs, false, hierarchical),
-                            hierarchical, expected_combine(sc, hierarchical, topo.nodes),
+                check_round(setup.buffer, env, sc,
+                            issue_round(setup.buffer, env, setup.inputs, false, hierarchical), hierarchical,
+                            expected_combine(sc, hierarchical, topo.nodes),
                             topo.name() + " round " + std::to_string(round) + " after an empty dispatch");
             }
             env.communicator->barrier(std::chrono::seconds(120));
