@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "harness/cuda_raii.hpp"
 #include "harness/rank_runner.hpp"
 #include "l2_flush.hpp"
+#include "op_phases.hpp"
 #include "routing.hpp"
 #include "stats.hpp"
 #include "stream_gate.hpp"
@@ -45,10 +48,30 @@ struct Samples {
           bytes_out(ranks),
           bytes_in(ranks),
           combine_out(ranks),
-          combine_in(ranks) {}
+          combine_in(ranks),
+          rows_dispatch(ranks),
+          rows_combine(ranks) {}
     std::vector<std::vector<double>> dispatch, combine, host_dispatch, host_combine;
+    // The rows' span of each traced round (bench/op_phases.hpp; NaN: not in the timeline).
+    std::vector<std::vector<double>> rows_dispatch, rows_combine;
     std::vector<int64_t> bytes_out, bytes_in, combine_out, combine_in;
 };
+
+// Traced rounds per (dtype, SM count), after the timed ones: the rows' span is their median.
+constexpr int kTracedRounds = 3;
+
+// The rows' span of an op (the slowest rank's in each traced round, the median over rounds), or
+// empty when a round's timeline lacked it.
+std::optional<double> rows_span_us(const std::vector<std::vector<double>>& per_rank) {
+    std::vector<double> rounds(per_rank[0].size(), 0.0);
+    for (const auto& spans : per_rank)
+        for (size_t i = 0; i < rounds.size() && i < spans.size(); ++i) {
+            if (std::isnan(spans[i])) return std::nullopt;
+            rounds[i] = std::max(rounds[i], spans[i]);
+        }
+    if (rounds.empty()) return std::nullopt;
+    return summarize(rounds).median;
+}
 
 double since_us(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
@@ -153,40 +176,53 @@ void measure_ht(const BenchOptions& options, int R, int G, const Baselines& base
                 // module load waits for a peer's kernel that may be waiting for this rank).
                 state.buffer->ht_load_kernels(args);
                 rank.host_barrier();
-                for (int iter = 0; iter < warmup + iters; ++iter) {
+                // One dispatch and one combine (same handle), each behind a host rendezvous and a GPU
+                // barrier; gated (the GPU starts once all is enqueued) except while kernels may still
+                // be loading.
+                struct Round {
+                    double dispatch_us, combine_us, host_dispatch, host_combine;
+                    DispatchResult result;
+                };
+                auto round = [&](bool gated) {
+                    Round r;
                     // Dispatch
                     state.flusher->flush(stream);
                     SY_CUDA_CHECK(cudaStreamSynchronize(stream));
                     rank.host_barrier();
-                    // Warm-up runs ungated: a first use loads kernels, which may wait for the stream.
-                    if (iter >= warmup) state.gate->close(stream);
+                    if (gated) state.gate->close(stream);
                     state.buffer->barrier(stream);
                     state.timer->start(stream);
                     const auto host_start = std::chrono::steady_clock::now();
-                    DispatchResult result = state.buffer->dispatch(args, stream);
-                    const double host_dispatch = since_us(host_start);
+                    r.result = state.buffer->dispatch(args, stream);
+                    r.host_dispatch = since_us(host_start);
                     state.timer->stop(stream);
-                    state.gate->open();
-                    const double dispatch_us = state.timer->elapsed_us();
+                    if (gated) state.gate->open();
+                    r.dispatch_us = state.timer->elapsed_us();
                     // Combine (same handle)
                     state.flusher->flush(stream);
                     SY_CUDA_CHECK(cudaStreamSynchronize(stream));
                     rank.host_barrier();
-                    if (iter >= warmup) state.gate->close(stream);
+                    if (gated) state.gate->close(stream);
                     state.buffer->barrier(stream);
                     state.timer->start(stream);
                     const auto host_combine_start = std::chrono::steady_clock::now();
-                    CombineResult combined = state.buffer->combine(combine, result.handle, stream);
-                    const double host_combine = since_us(host_combine_start);
+                    CombineResult combined = state.buffer->combine(combine, r.result.handle, stream);
+                    r.host_combine = since_us(host_combine_start);
                     state.timer->stop(stream);
-                    state.gate->open();
-                    const double combine_us = state.timer->elapsed_us();
+                    if (gated) state.gate->open();
+                    r.combine_us = state.timer->elapsed_us();
                     state.buffer->check_errors();
+                    return r;
+                };
+                for (int iter = 0; iter < warmup + iters; ++iter) {
+                    // Warm-up runs ungated: a first use loads kernels, which may wait for the stream.
+                    const Round r = round(iter >= warmup);
+                    const DispatchResult& result = r.result;
                     if (iter >= warmup) {
-                        samples.dispatch[rank.rank].push_back(dispatch_us);
-                        samples.combine[rank.rank].push_back(combine_us);
-                        samples.host_dispatch[rank.rank].push_back(host_dispatch);
-                        samples.host_combine[rank.rank].push_back(host_combine);
+                        samples.dispatch[rank.rank].push_back(r.dispatch_us);
+                        samples.combine[rank.rank].push_back(r.combine_us);
+                        samples.host_dispatch[rank.rank].push_back(r.host_dispatch);
+                        samples.host_combine[rank.rank].push_back(r.host_combine);
                     }
                     if (iter != 0) continue;
                     // Bytes this rank moved: record bytes per row (payload + scales + metadata).
@@ -217,6 +253,18 @@ void measure_ht(const BenchOptions& options, int R, int G, const Baselines& base
                     samples.bytes_in[rank.rank] = int64_t(received) * row_bytes;
                     samples.combine_out[rank.rank] = int64_t(received) * combine_row_bytes;
                 }
+                // Where the time goes: the rows' span of traced runs (timelines add block barriers, so
+                // the timed runs above are untraced).
+                state.buffer->set_op_tracing(true);
+                for (int iter = 0; iter < kTracedRounds; ++iter) {
+                    round(true);
+                    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+                    samples.rows_dispatch[rank.rank].push_back(
+                        ht_rows_us(state.buffer->op_timeline(OpTimelineKind::kHtDispatch)).value_or(NAN));
+                    samples.rows_combine[rank.rank].push_back(
+                        ht_rows_us(state.buffer->op_timeline(OpTimelineKind::kHtCombine)).value_or(NAN));
+                }
+                state.buffer->set_op_tracing(false);
             });
             std::vector<double> dispatch_us(iters), combine_us(iters);
             for (int i = 0; i < iters; ++i)
@@ -274,6 +322,14 @@ void measure_ht(const BenchOptions& options, int R, int G, const Baselines& base
                                                                       : 0.0));
                 // The floor: the busiest rank's bytes sent to its peers at the run's copy rate.
                 baselines.add_floor(record, double(op == 0 ? max_out : max_combine_out));
+                // Where the time goes (bench/op_phases.hpp): the rows' span of the traced rounds, the
+                // rate the peers' rows move at in it, and the rest of the op's time.
+                if (const auto rows = rows_span_us(op == 0 ? samples.rows_dispatch : samples.rows_combine)) {
+                    record.extra.emplace_back("rows_us", JsonValue(*rows));
+                    record.extra.emplace_back("fixed_us", JsonValue(record.time_us.median - *rows));
+                    record.extra.emplace_back(
+                        "rows_gbps", JsonValue(double(op == 0 ? max_out : max_combine_out) / (*rows * 1e3)));
+                }
                 records.push_back(record);
                 (op == 0 ? dispatch_median : combine_median)[{fp8, sms}] = record.time_us.median;
             }

@@ -58,6 +58,7 @@
 #include "switchyard/communicator.hpp"
 #include "switchyard/config.hpp"
 #include "switchyard/network.hpp"
+#include "switchyard/op_timeline.hpp"
 #include "switchyard/ops.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
@@ -171,6 +172,16 @@ class Buffer {
     // naming the network phase and the peer node) and UnsupportedError on one node. Uses the
     // buffer's data regions: call it between ops, not while a rank-major output is still in use.
     NetworkCheckResult check_network(const NetworkCheck& check, cudaStream_t stream);
+
+    // Op timelines, a profiling aid (include/switchyard/op_timeline.hpp). While tracing is on, each
+    // op's kernels record when they reached the marks of its timeline; SWITCHYARD_TRACE=1 turns it on
+    // for every buffer of the process and prints each timeline to stderr, set_op_tracing for this
+    // buffer alone, printing nothing. Traced ops run slightly slower (their kernels add block
+    // barriers). Not collective; an op in flight is traced as it was launched.
+    void set_op_tracing(bool on);
+    // The latest traced op of `kind` whose kernels have finished (wait for its stream first), each
+    // mark's time after its first; empty when none finished since the previous call for that kind.
+    OpTimeline op_timeline(OpTimelineKind kind);
 
     // Raw access for tests and diagnostics: this rank's buffer, a peer's as mapped here (null if
     // not mapped), and where the data regions begin.

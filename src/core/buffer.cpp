@@ -413,6 +413,14 @@ void Buffer::synchronize() {
     check_errors();
 }
 
+void Buffer::set_op_tracing(bool on) {
+    impl_->tracer->set_enabled(on);
+}
+
+OpTimeline Buffer::op_timeline(OpTimelineKind kind) {
+    return impl_->tracer->take_latest(kind);
+}
+
 NetworkStats Buffer::network_stats() const {
     if (impl_->network) return impl_->network->stats();
     NetworkStats stats;

@@ -16,36 +16,10 @@
 #include "core/validation.hpp"
 #include "launch/hier_launch.hpp"
 #include "launch/ht_launch.hpp"
-#include "switchyard/common/trace_marks.cuh"
 #include "switchyard/sm_model.hpp"
 
 namespace switchyard {
 namespace {
-
-// The HT ops' timelines (SWITCHYARD_TRACE=1; common/trace_marks.cuh lists the marks).
-device::OpTrace ht_trace(Buffer::Impl& impl, core::TracedOp op) {
-    static const char* const kDispatchNames[device::kHtDispatchMarks] = {"start",
-                                                                         "routing end",
-                                                                         "routing loaded",
-                                                                         "routing published",
-                                                                         "routing looked back",
-                                                                         "dispatch start",
-                                                                         "routing done",
-                                                                         "notified",
-                                                                         "counts in",
-                                                                         "sent",
-                                                                         "first sent",
-                                                                         "signalled",
-                                                                         "rows in",
-                                                                         "end",
-                                                                         "receive start",
-                                                                         "receive end"};
-    static const char* const kCombineNames[device::kHtCombineMarks] = {
-        "start", "entered", "senders done", "publisher done", "reduce done", "first reduce done", "end"};
-    static const core::TracedOpMarks kDispatch{"ht dispatch", kDispatchNames, device::kHtDispatchMarks};
-    static const core::TracedOpMarks kCombine{"ht combine", kCombineNames, device::kHtCombineMarks};
-    return impl.tracer->begin(op, op == core::TracedOp::kHtDispatch ? kDispatch : kCombine);
-}
 
 int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int topk, SmModelOp op) {
     const int budget = impl.sm_budget;
@@ -389,7 +363,7 @@ static DispatchResult run_dispatch(Buffer::Impl& impl, const DispatchArgs& args,
     DispatchResult result;
     result.done = impl.run_ordered(stream, args.order, [&] {
         const launch::LaunchContext context = impl.context(stream);
-        const device::OpTrace trace = ht_trace(impl, core::TracedOp::kHtDispatch);
+        const device::OpTrace trace = impl.tracer->begin(core::TracedOp::kHtDispatch);
         routing_arrays(impl, plan, checked, cached.get(), *handle, context.stream);
         if (plan.hierarchical()) node_arrays(impl, plan, cached.get(), *handle, context.stream);
         launch::HtDispatchViews views = dispatch_views(checked, *handle);
@@ -539,7 +513,7 @@ CombineResult Buffer::combine(const CombineArgs& args, const std::shared_ptr<con
         if (args.row_weights.defined())
             result.combined_topk_weights = impl.outputs->allocate(DType::kFloat32, {T, K}, context.stream);
         launch::HtCombineViews views = combine_views(checked, *handle, result);
-        views.trace = ht_trace(impl, core::TracedOp::kHtCombine);
+        views.trace = impl.tracer->begin(core::TracedOp::kHtCombine);
         if (plan.hierarchical())
             launch::launch_hier_combine(context, plan, views);
         else

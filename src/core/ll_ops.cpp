@@ -15,7 +15,6 @@
 #include "switchyard/ll/net_layout.cuh"
 #include "net/network.hpp"
 #include "switchyard/buffer.hpp"
-#include "switchyard/common/trace_marks.cuh"
 #include "switchyard/errors.hpp"
 #include "util/cuda_check.hpp"
 
@@ -54,28 +53,17 @@ int first_phases(bool return_recv_hook) {
     return return_recv_hook ? device::kLlSendHalf : device::kLlBothHalves;
 }
 
-// The ops' timelines (SWITCHYARD_TRACE=1; common/trace_marks.cuh lists the marks). Each half of a
-// hook-mode op is traced as an op of its own.
+// The ops' timelines (core/op_trace.hpp). Each half of a hook-mode op is traced as an op of its own.
 device::OpTrace ll_dispatch_trace(Buffer::Impl& impl, int phases) {
-    static const char* const kNames[device::kLlDispatchMarks] = {
-        "start", "entered", "routed", "sent", "arrived", "waited", "planned", "received", "end"};
-    static const core::TracedOpMarks kMarks[] = {{"ll dispatch send", kNames, device::kLlDispatchMarks},
-                                                 {"ll dispatch receive", kNames, device::kLlDispatchMarks},
-                                                 {"ll dispatch", kNames, device::kLlDispatchMarks}};
     static const core::TracedOp kOps[] = {core::TracedOp::kLlDispatchSend, core::TracedOp::kLlDispatchReceive,
                                           core::TracedOp::kLlDispatch};
-    return impl.tracer->begin(kOps[phases - 1], kMarks[phases - 1]);
+    return impl.tracer->begin(kOps[phases - 1]);
 }
 
 device::OpTrace ll_combine_trace(Buffer::Impl& impl, int phases) {
-    static const char* const kNames[device::kLlCombineMarks] = {"start",   "entered", "planned", "sent",
-                                                                "arrived", "waited",  "reduced", "end"};
-    static const core::TracedOpMarks kMarks[] = {{"ll combine send", kNames, device::kLlCombineMarks},
-                                                 {"ll combine receive", kNames, device::kLlCombineMarks},
-                                                 {"ll combine", kNames, device::kLlCombineMarks}};
     static const core::TracedOp kOps[] = {core::TracedOp::kLlCombineSend, core::TracedOp::kLlCombineReceive,
                                           core::TracedOp::kLlCombine};
-    return impl.tracer->begin(kOps[phases - 1], kMarks[phases - 1]);
+    return impl.tracer->begin(kOps[phases - 1]);
 }
 
 int32_t scale_kind_of(bool use_fp8, ScaleFormat format) {

@@ -3,12 +3,13 @@
 // scales, cached dispatch (the same data, and new data with the same routing: the backward of
 // combine), every combine mode, and the edge cases (T = 0, 1, odd, T_max; -1 slots; tokens routed
 // nowhere; all tokens to one expert). Also: a peer that never arrives (a TimeoutError, then
-// recovery after reset), and the stream and event semantics (OpOrder, OpEvent).
+// recovery after reset), the stream and event semantics (OpOrder, OpEvent), and op timelines.
 //
 // Every rank builds all ranks' inputs from one seed, runs the reference itself and compares its
 // own outputs. Device memory is allocated and freed only between host barriers: with ranks as
 // threads on one GPU, a device-synchronizing call while a peer's kernel waits would deadlock.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -840,6 +841,65 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
 // (not a TimeoutError after the timeout, and not later, with data never sent); then reset() and a
 // correct dispatch. The id's chunk is not the one whose block announces: the routing kernel must
 // carry "invalid" from chunk to chunk. The timeout is the default 100 s: the errors come in < 1 s.
+// Op timelines (Buffer::set_op_tracing, Buffer::op_timeline): none while tracing is off; with it on,
+// each op's latest timeline once, its marks reached in the order the protocol passes them.
+SY_TEST(HighThroughput, OpTimelines) {
+    require_gpus(1);
+    run_ranks(2, gpus_for_two_ranks(), [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, ht_config());
+        Case c;
+        c.counts = CountMode::kDevice;
+        c.seed = 43;
+        TwoRankDispatch setup(c, env);
+        const int64_t rows = int64_t(env.num_ranks) * c.max_tokens;
+        const std::vector<uint16_t> y_values = make_y(env.rank, rows, c.hidden, c.seed);
+        std::vector<uint8_t> y_raw(y_values.size() * 2);
+        std::memcpy(y_raw.data(), y_values.data(), y_raw.size());
+        DeviceArray<uint8_t> y(y_raw);
+        CombineArgs combine;
+        combine.y =
+            TensorView::contiguous(y.data(), DType::kBFloat16, {rows, c.hidden}, Device::cuda(env.device));
+        buffer.ht_load_kernels(setup.args);
+        env.communicator->barrier(kHostTimeout);  // allocations done and kernels loaded on every rank
+        auto round = [&] {
+            const DispatchResult dispatched = buffer.dispatch(setup.args, env.stream);
+            const CombineResult combined = buffer.combine(combine, dispatched.handle, env.stream);
+            SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
+            buffer.check_errors();
+            setup.check(env, dispatched);
+        };
+        round();
+        SY_CHECK(buffer.op_timeline(OpTimelineKind::kHtDispatch).empty());
+        SY_CHECK(buffer.op_timeline(OpTimelineKind::kHtCombine).empty());
+
+        buffer.set_op_tracing(true);
+        round();
+        const OpTimeline dispatch = buffer.op_timeline(OpTimelineKind::kHtDispatch);
+        const OpTimeline combined = buffer.op_timeline(OpTimelineKind::kHtCombine);
+        SY_CHECK_EQ(dispatch.op, std::string("ht dispatch"));
+        SY_CHECK_EQ(combined.op, std::string("ht combine"));
+        auto reached = [&](const OpTimeline& timeline, const char* mark) {
+            const double us = timeline.at(mark);
+            SY_CHECK_MSG(!std::isnan(us) && us >= 0.0 && us < 1e6,
+                         "rank " << env.rank << " " << timeline.op << ": mark '" << mark << "' at " << us);
+            return us;
+        };
+        SY_CHECK(reached(dispatch, "routing end") <= reached(dispatch, "end"));
+        SY_CHECK(reached(dispatch, "counts in") <= reached(dispatch, "sent"));
+        SY_CHECK(reached(dispatch, "sent") <= reached(dispatch, "end"));
+        SY_CHECK(reached(combined, "entered") <= reached(combined, "senders done"));
+        SY_CHECK(reached(combined, "senders done") <= reached(combined, "end"));
+        // Taken once: nothing new until the next traced op.
+        SY_CHECK(buffer.op_timeline(OpTimelineKind::kHtDispatch).empty());
+
+        buffer.set_op_tracing(false);
+        round();
+        SY_CHECK(buffer.op_timeline(OpTimelineKind::kHtDispatch).empty());
+        SY_CHECK(buffer.op_timeline(OpTimelineKind::kHtCombine).empty());
+        env.communicator->barrier(kHostTimeout);
+    });
+}
+
 SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
     require_gpus(1);
     run_ranks(2, gpus_for_two_ranks(), [&](RankEnv& env) {
