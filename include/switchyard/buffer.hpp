@@ -177,7 +177,9 @@ class Buffer {
     // op's kernels record when they reached the marks of its timeline; SWITCHYARD_TRACE=1 turns it on
     // for every buffer of the process and prints each timeline to stderr, set_op_tracing for this
     // buffer alone, printing nothing. Traced ops run slightly slower (their kernels add block
-    // barriers). Not collective; an op in flight is traced as it was launched.
+    // barriers). Not collective; an op in flight is traced as it was launched. Turning it on the
+    // first time allocates host memory: with ranks sharing a GPU, do it while no rank is in an op
+    // (an allocation may wait for a peer's kernel that waits for this rank).
     void set_op_tracing(bool on);
     // The latest traced op of `kind` whose kernels have finished (wait for its stream first), each
     // mark's time after its first; empty when none finished since the previous call for that kind.

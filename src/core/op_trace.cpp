@@ -75,7 +75,21 @@ OpTracer::OpTracer(uint64_t* counters, int rank)
     : counters_(counters),
       rank_(rank),
       enabled_(util::knob_flag(util::Knob::kTrace)),
-      print_(util::knob_flag(util::Knob::kTrace)) {}
+      print_(util::knob_flag(util::Knob::kTrace)) {
+    if (enabled_) allocate_slots();
+}
+
+void OpTracer::allocate_slots() {
+    if (host_slots_ != nullptr) return;
+    const auto slots = util::allocate_mapped_host<uint64_t>(kTracedOps * device::kTraceSlots);
+    host_slots_ = slots.host;
+    device_slots_ = slots.device;
+}
+
+void OpTracer::set_enabled(bool on) {
+    if (on) allocate_slots();
+    enabled_ = on;
+}
 
 OpTracer::~OpTracer() {
     if (host_slots_) cudaFreeHost(host_slots_);
@@ -105,11 +119,6 @@ void OpTracer::collect(TracedOp op) {
 
 device::OpTrace OpTracer::begin(TracedOp op) {
     if (!enabled_) return {nullptr, nullptr};
-    if (host_slots_ == nullptr) {
-        const auto slots = util::allocate_mapped_host<uint64_t>(kTracedOps * device::kTraceSlots);
-        host_slots_ = slots.host;
-        device_slots_ = slots.device;
-    }
     collect(op);
     return {device_slots_ + int64_t(op) * device::kTraceSlots, counters_ + device::kCounterTraceFirst};
 }

@@ -37,8 +37,10 @@ class OpTracer {
     OpTracer(const OpTracer&) = delete;
     OpTracer& operator=(const OpTracer&) = delete;
 
-    // Tracing of this buffer's ops from the next call on (SWITCHYARD_TRACE=1 starts it on).
-    void set_enabled(bool on) { enabled_ = on; }
+    // Tracing of this buffer's ops from the next call on (SWITCHYARD_TRACE=1 starts it on). The
+    // slots are allocated when tracing is first turned on, never inside an op: an allocation while
+    // a co-located rank's kernel waits for this rank may wait for that kernel (DESIGN.md §4, rule 2).
+    void set_enabled(bool on);
 
     // The trace for one call of `op`: null slots unless tracing is on. Takes in the previous call's
     // timeline when its kernels have published it (and prints it under SWITCHYARD_TRACE).
@@ -48,6 +50,7 @@ class OpTracer {
     OpTimeline take_latest(TracedOp op);
 
   private:
+    void allocate_slots();
     void collect(TracedOp op);  // the slots of `op`, if published, into latest_ (printed if asked)
 
     uint64_t* counters_;
