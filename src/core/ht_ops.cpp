@@ -250,6 +250,17 @@ void routing_arrays(Buffer::Impl& impl, const launch::HtDispatchPlan& plan, cons
     if (plan.has_weights) handle.topk_weights = routing[6];
 }
 
+// Across nodes, the handle's per-node routing and forwarding arrays (the dispatch writes them, the
+// combine reads them back).
+template <typename Views>
+void node_views(const DispatchHandle& handle, Views& views) {
+    if (handle.num_nodes <= 1) return;
+    views.token_node_slot = handle.token_node_slot.data<int32_t>();
+    views.num_tokens_per_node = handle.num_tokens_per_node.data<int32_t>();
+    views.forward_meta = handle.forward_meta.data<int32_t>();
+    views.forward_counts = handle.forward_counts.data<int32_t>();
+}
+
 // What the routing and dispatch kernels read and write: the inputs and the handle's routing.
 launch::HtDispatchViews dispatch_views(const DispatchArgs& checked, DispatchHandle& handle) {
     launch::HtDispatchViews views;
@@ -264,12 +275,7 @@ launch::HtDispatchViews dispatch_views(const DispatchArgs& checked, DispatchHand
     views.num_tokens_per_rank = handle.num_tokens_per_rank.data<int32_t>();
     views.num_tokens_per_expert = handle.num_tokens_per_expert.data<int32_t>();
     views.recv_info = handle.recv_info.data<int32_t>();
-    if (handle.num_nodes > 1) {
-        views.token_node_slot = handle.token_node_slot.data<int32_t>();
-        views.num_tokens_per_node = handle.num_tokens_per_node.data<int32_t>();
-        views.forward_meta = handle.forward_meta.data<int32_t>();
-        views.forward_counts = handle.forward_counts.data<int32_t>();
-    }
+    node_views(handle, views);
     return views;
 }
 
@@ -482,12 +488,7 @@ launch::HtCombineViews combine_views(const CombineArgs& checked, const DispatchH
     views.dispatch_row_weights = handle.row_weights.data<float>();
     views.topk_idx = handle.topk_idx.data<int32_t>();
     views.token_rank_slot = handle.token_rank_slot.data<int32_t>();
-    if (handle.num_nodes > 1) {
-        views.token_node_slot = handle.token_node_slot.data<int32_t>();
-        views.num_tokens_per_node = handle.num_tokens_per_node.data<int32_t>();
-        views.forward_meta = handle.forward_meta.data<int32_t>();
-        views.forward_counts = handle.forward_counts.data<int32_t>();
-    }
+    node_views(handle, views);
     return views;
 }
 

@@ -3,9 +3,6 @@
 
 #include <cxxabi.h>
 #include <elf.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,9 +19,8 @@
 #include "jit/disk_cache.hpp"
 #include "jit/embedded_headers.hpp"
 #include "jit/hash.hpp"
+#include "jit/subprocess.hpp"
 #include "switchyard/errors.hpp"
-
-extern char** environ;
 
 namespace switchyard::jit {
 namespace {
@@ -32,46 +28,11 @@ namespace {
 // Where nvcc may be, in order: the toolkit the library was built with, the environment's toolkit,
 // the conventional one, then PATH.
 std::vector<std::string> nvcc_candidates() {
-    std::vector<std::string> dirs;
-#ifdef SY_BUILD_CUDA_INCLUDE_DIR
-    dirs.push_back(std::string(SY_BUILD_CUDA_INCLUDE_DIR) + "/../bin");
-#endif
-    for (const char* name : {"CUDA_HOME", "CUDA_PATH"})
-        if (const char* root = std::getenv(name); root && *root) dirs.push_back(std::string(root) + "/bin");
-    dirs.push_back("/usr/local/cuda/bin");
-    if (const char* path = std::getenv("PATH")) {
-        std::string all(path);
-        size_t begin = 0;
-        while (begin <= all.size()) {
-            const size_t end = all.find(':', begin);
-            const std::string dir = all.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-            if (!dir.empty()) dirs.push_back(dir);
-            if (end == std::string::npos) break;
-            begin = end + 1;
-        }
-    }
+    std::vector<std::string> dirs = toolkit_bin_dirs();
+    for (std::string& dir : path_dirs()) dirs.push_back(std::move(dir));
     std::vector<std::string> out;
     for (const auto& dir : dirs) out.push_back(dir + "/nvcc");
     return out;
-}
-
-// Runs argv with stdout and stderr into `output`; returns the exit status (-1 if it did not run).
-int run_logged(const std::vector<std::string>& args, const std::string& output) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (spawned != 0) return -1;
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string temp_path(const std::string& stem) {
@@ -119,7 +80,7 @@ NvccToolchain find_toolchain() {
             "switchyard jit: GIN kernels are compiled with nvcc, which was found neither next to the CUDA toolkit "
             "the library was built with nor in $CUDA_HOME/bin, $CUDA_PATH/bin, /usr/local/cuda/bin or PATH");
     const std::string log = temp_path("nvcc-version");
-    const int status = run_logged({toolchain.nvcc, "--version"}, log);
+    const int status = run_to_file({toolchain.nvcc, "--version"}, log, true);
     const auto text = read_file(log);
     ::unlink(log.c_str());
     if (status != 0 || !text)
@@ -196,7 +157,7 @@ NvrtcResult run_nvcc(const KernelSource& source, const std::string& generated, c
     std::vector<std::string> args = {toolchain.nvcc};
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"-I" + headers, "-o", output, input});
-    const int status = run_logged(args, log_path);
+    const int status = run_to_file(args, log_path, true);
     NvrtcResult result;
     result.log = read_file(log_path).value_or("");
     const auto cubin = read_file(output);
