@@ -4,6 +4,9 @@
 #      two GPUs when present), one CTest entry per case;
 #   2. compute-sanitizer memcheck and racecheck on the small HT and LL cases (the cases named
 #      *Sanitizer.*, selected by name from the test binaries' --list); any report fails the suite;
+#   3. the Python package installed from this tree (pip), its GPU tests (2 and 4 processes on one
+#      GPU), examples/python/moe_layer.py against the dense layer, and the binding's CPU time per
+#      LL call (tests/python/bench_overhead.py); skipped with the reason when torch is missing;
 #   0. first, the whole kernel catalog compiled through the JIT on every core (every instantiation a
 #      launcher can produce, at the catalog shape and the test cases' shapes:
 #      KernelCatalog.CompileEveryInstantiation with SWITCHYARD_TEST_FULL_CATALOG);
@@ -13,7 +16,7 @@
 #
 # Logs go to $OUT (the GPU machine's output folder) when it is set, else to BUILD_DIR/suite-logs.
 # SWITCHYARD_TEST_SANITIZERS=0 skips part 2; SWITCHYARD_TEST_SHAPES replaces the shapes of part 0;
-# SWITCHYARD_TEST_PARTS selects parts (default "catalog cases sanitizers"; a part left out is
+# SWITCHYARD_TEST_PARTS selects parts (default "catalog cases sanitizers python"; a part left out is
 # reported as not run); SWITCHYARD_TEST_CASES / SWITCHYARD_TEST_EXCLUDE: regular expressions of the
 # GPU cases to run / leave out (ctest -R / -E) (tool variables of this script).
 set -uo pipefail
@@ -33,7 +36,7 @@ status=0
 # 0. The whole kernel catalog, compiled on every core first: every instantiation a launcher can
 # produce at the catalog shape, and at the test cases' shapes (so the cases below find the JIT cache
 # warm instead of compiling one kernel at a time). 77 would mean the case skipped: a failure here.
-parts=${SWITCHYARD_TEST_PARTS:-catalog cases sanitizers}
+parts=${SWITCHYARD_TEST_PARTS:-catalog cases sanitizers python}
 want() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 shapes=${SWITCHYARD_TEST_SHAPES:-all:7168x8,ht:256x4,ht:384x4,ht:512x4,ht:128x4,ll:7168x7,ll:2560x9,ll:2048x1,ll:8192x4,ll:4096x2,ll:2048x3,ll:2064x6,ll:4096x5,ll:2048x4,ll:2560x8,ll:2048x2,ll:1024x4}
 catalog="not run"
@@ -93,8 +96,29 @@ elif [ "${SWITCHYARD_TEST_SANITIZERS:-1}" != 0 ]; then
     echo "compute-sanitizer not found: sanitizer runs skipped"
 fi
 
+# 3. The Python package on the GPU.
+python_part="not run"
+if want python; then
+    if ! python3 -c "import torch" >/dev/null 2>&1; then
+        python_part="skipped (torch is not installed)"
+    elif ! CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation . \
+        >"$logs/python_install.log" 2>&1; then
+        python_part="failed (pip install: $logs/python_install.log)"
+        status=1
+    else
+        python_part=pass
+        (cd tests/python && python3 -m pytest -v -p no:cacheprovider test_gpu.py) >"$logs/python_gpu.log" 2>&1 ||
+            { python_part=failed; status=1; }
+        tail -1 "$logs/python_gpu.log"
+        python3 examples/python/moe_layer.py >"$logs/moe_layer.log" 2>&1 || { python_part=failed; status=1; }
+        grep -E "^rank" "$logs/moe_layer.log"
+        python3 tests/python/bench_overhead.py >"$logs/python_overhead.log" 2>&1 || { python_part=failed; status=1; }
+        grep -E "^python" "$logs/python_overhead.log"
+    fi
+fi
+
 echo "=== GPU suite summary ($(( $(date +%s) - start )) s, build included) ==="
-echo "GPU cases: $cases; sanitizers: $sanitizers; full kernel catalog: $catalog"
+echo "GPU cases: $cases; sanitizers: $sanitizers; full kernel catalog: $catalog; python: $python_part"
 if want cases; then
     grep -E "tests passed|tests failed" "$logs/gpu_cases.log" | tail -1
     grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|Not Run)\)" "$logs/gpu_cases.log" | head -40
