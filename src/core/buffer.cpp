@@ -193,12 +193,15 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         core::buffer_capacity(impl.config, impl.communicator->size(), impl.topology.num_nodes));
 
     impl.errors = std::make_unique<core::ErrorState>();
-    impl.errors->set_peer_note(
-        [communicator = impl.communicator.get(), topology = impl.topology](int peer, bool never_started) {
-            std::string note = peer_process_note(*communicator, peer);
-            if (note.empty() && never_started) note = colocated_thread_note(topology, peer);
-            return note;
-        });
+    impl.errors->set_peer_note([&impl](const core::PeerNoteQuery& query) {
+        std::string note = peer_process_note(*impl.communicator, query.peer);
+        if (note.empty() && query.never_started) note = colocated_thread_note(impl.topology, query.peer);
+        if (query.over_network && impl.network) {
+            const std::string traffic = net::traffic_note(impl.network->stats(), query.peer);
+            if (!traffic.empty()) note += (note.empty() ? "" : "; ") + traffic;
+        }
+        return note;
+    });
     impl.outputs = std::make_unique<core::OutputMemory>(device);
     impl.outputs->reserve(core::output_pool_reserve_bytes(impl.config, impl.communicator->size()));
     {

@@ -230,7 +230,9 @@ void throw_error_record(const device::ErrorRecord& record, double timeout_second
                         const PeerNote& peer_note) {
     std::ostringstream message;
     const std::string note =
-        peer_note && record.peer >= 0 ? peer_note(record.peer, peer_never_started(record)) : std::string();
+        peer_note && record.peer >= 0
+            ? peer_note(PeerNoteQuery{record.peer, peer_never_started(record), is_network_record(record)})
+            : std::string();
     if (record.kind == device::kErrorInvalidRouting) {
         message << "switchyard: rank " << record.rank << ": topk_idx[" << record.detail[0] << "]["
                 << record.detail[1] << "] = " << static_cast<int64_t>(record.observed) << " is outside [-1, "

@@ -12,10 +12,16 @@ namespace switchyard::core {
 const char* phase_name(int32_t phase);
 
 // What the host knows about a peer, for error messages: a sentence such as "rank 3's process (pid
-// 4242) is gone: it exited or was killed", or empty when nothing is known. `never_started`: the
-// record says the peer has not started the kernel this rank waited for (a co-located peer thread
-// may then be stuck loading a kernel: DESIGN.md §4, rule 7).
-using PeerNote = std::function<std::string(int peer, bool never_started)>;
+// 4242) is gone: it exited or was killed", or what this rank's network carried to it, or empty when
+// nothing is known. `never_started`: the record says the peer has not started the kernel this rank
+// waited for (a co-located peer thread may then be stuck loading a kernel: DESIGN.md §4, rule 7).
+// `over_network`: the wait was for a signal or data over the scale-out network.
+struct PeerNoteQuery {
+    int peer;
+    bool never_started;
+    bool over_network;
+};
+using PeerNote = std::function<std::string(const PeerNoteQuery& query)>;
 
 // Throws the exception a recorded error stands for (TimeoutError, PeerFailedError, InvalidArgument
 // or Error), with a message that names the rank, the peer, the phase, what the record says about

@@ -2,6 +2,8 @@
 // include/switchyard/network.hpp.
 #include "net/network.hpp"
 
+#include <sstream>
+
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -102,6 +104,19 @@ NetworkKind resolve_network_kind(const BufferConfig& config, const Topology& top
                                "ncclComm_t (switchyard::wrap_nccl_communicator), but the buffer's communicator is " +
                                communicator);
     return NetworkKind::kGin;
+}
+
+std::string traffic_note(const NetworkStats& stats, int peer) {
+    if (!stats.accounted || peer < 0) return {};
+    auto at = [peer](const std::vector<uint64_t>& values) {
+        return size_t(peer) < values.size() ? values[size_t(peer)] : uint64_t(0);
+    };
+    std::ostringstream note;
+    note << "this rank's network has carried to rank " << peer << ": " << at(stats.puts_to_rank) << " puts ("
+         << at(stats.bytes_to_rank) << " of " << at(stats.bytes_requested_to_rank) << " bytes delivered), "
+         << at(stats.signals_to_rank) << " signal adds; " << stats.engine.requests
+         << " requests taken in all";
+    return note.str();
 }
 
 void validate_network_config(const BufferConfig& config, int num_ranks) {

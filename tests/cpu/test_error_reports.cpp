@@ -5,6 +5,7 @@
 
 #include "common/testing.hpp"
 #include "core/error_state.hpp"
+#include "net/network.hpp"
 #include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/errors.hpp"
 #include "switchyard/transport/net_types.cuh"
@@ -161,6 +162,48 @@ SY_TEST(error_reports, ll_network_timeout_counts_ops) {
     SY_CHECK_MSG(!contains(text, "8589934592") && !contains(text, "4294967296"), text);
 }
 
+// A wait over the network tells the note so, and the note can say what this rank's network carried
+// to the peer: two ranks waiting for each other then show which one never sent its signal.
+SY_TEST(error_reports, a_network_wait_carries_the_traffic_note) {
+    device::ErrorRecord record = ll_dispatch_timeout();
+    record.peer = 1;
+    record.expected = uint64_t(1) << 32;
+    record.observed = 0;
+    record.detail[device::kNetDetailPeerNode] = 1;
+    record.detail[device::kNetDetailId] = 3713;
+    record.detail[device::kNetDetailContext] = 3;
+    record.detail[device::kNetDetailWhat] = device::kNetWaitSignal;
+    record.detail[device::kNetDetailTransport] = device::kNetTransportMarker;
+    NetworkStats stats;
+    stats.accounted = true;
+    stats.puts_to_rank = {0, 515};
+    stats.bytes_to_rank = {0, 2 << 20};
+    stats.bytes_requested_to_rank = {0, 3 << 20};
+    stats.signals_to_rank = {0, 2};
+    stats.engine.requests = 517;
+    bool over_network = false;
+    const core::PeerNote note = [&](const core::PeerNoteQuery& query) {
+        over_network = query.over_network;
+        return net::traffic_note(stats, query.peer);
+    };
+    try {
+        core::throw_error_record(record, 5.0, note);
+        SY_CHECK_MSG(false, "no exception");
+    } catch (const TimeoutError& error) {
+        SY_CHECK_MSG(contains(error.what(),
+                              "this rank's network has carried to rank 1: 515 puts (2097152 of 3145728 bytes "
+                              "delivered), 2 signal adds; 517 requests taken in all"),
+                     error.what());
+    }
+    SY_CHECK(over_network);
+    // GIN does not count: no note; nor for a rank outside the stats.
+    stats.accounted = false;
+    SY_CHECK(net::traffic_note(stats, 1).empty());
+    stats.accounted = true;
+    SY_CHECK(net::traffic_note(stats, -1).empty());
+    SY_CHECK(contains(net::traffic_note(stats, 7), "carried to rank 7: 0 puts"));
+}
+
 // A peer that announced its failure: PeerFailedError naming it, saying why, no timeout.
 SY_TEST(error_reports, peer_failure_names_the_failed_rank) {
     device::ErrorRecord record{};
@@ -215,11 +258,11 @@ SY_TEST(error_reports, local_copy_timeout_names_no_peer) {
 // What the communicator knows of the peer's process joins the message.
 SY_TEST(error_reports, a_gone_process_is_named) {
     device::ErrorRecord record = ll_dispatch_timeout();
-    const core::PeerNote note = [](int peer, bool) {
-        return peer == 0 ? std::string(
-                               "rank 0's process (process 4242 on this host) is gone: it exited or was "
-                               "killed")
-                         : std::string();
+    const core::PeerNote note = [](const core::PeerNoteQuery& query) {
+        return query.peer == 0 ? std::string(
+                                     "rank 0's process (process 4242 on this host) is gone: it exited or was "
+                                     "killed")
+                               : std::string();
     };
     bool thrown = false;
     try {
@@ -239,9 +282,10 @@ SY_TEST(error_reports, the_note_learns_whether_the_peer_started) {
         device::ErrorRecord record = ll_dispatch_timeout();
         record.detail[device::kPeerDetailSinceStart] = started ? 2000000000 : device::kPeerKernelNeverStarted;
         bool told = false, never_started = false;
-        const core::PeerNote note = [&](int, bool never) {
+        const core::PeerNote note = [&](const core::PeerNoteQuery& query) {
             told = true;
-            never_started = never;
+            never_started = query.never_started;
+            SY_CHECK(!query.over_network);
             return std::string("a note about the peer");
         };
         try {
