@@ -347,8 +347,30 @@ bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_
     return true;
 }
 
+void Scheduler::coalesce_call_copies() {
+    // The copies of one call may run in any order (Executor): sorted by destination and source, the
+    // ones contiguous at both ends go as one (a channel's records whose batches the wire carried
+    // within one call, split only by the batch boundaries).
+    std::sort(call_copies_.begin(), call_copies_.end(), [](const Executor::Copy& a, const Executor::Copy& b) {
+        return a.dst_rank != b.dst_rank ? a.dst_rank < b.dst_rank : a.src_offset < b.src_offset;
+    });
+    size_t kept = 0;
+    for (size_t i = 1; i < call_copies_.size(); ++i) {
+        Executor::Copy& last = call_copies_[kept];
+        const Executor::Copy& next = call_copies_[i];
+        if (next.dst_rank == last.dst_rank && next.src_offset == last.src_offset + last.bytes &&
+            next.dst_offset == last.dst_offset + last.bytes)
+            last.bytes += next.bytes;
+        else
+            call_copies_[++kept] = next;
+    }
+    call_copies_.resize(kept + 1);
+}
+
 void Scheduler::flush_calls() {
     if (!call_copies_.empty()) {
+        // Shuffled puts (the reorder adversary) stay as they are.
+        if (!adversarial(kNetworkReorderPuts)) coalesce_call_copies();
         executor_.copy(call_copies_.data(), call_copies_.size());
         stats_.copies += call_copies_.size();
         ++stats_.copy_calls;

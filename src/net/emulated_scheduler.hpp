@@ -27,9 +27,10 @@
 //     so an engine late to a slot issues the chunks that are overdue together and the wire loses
 //     nothing. No request is issued before its latency has passed since the engine saw it.
 //   - One issue() makes at most one copy call (every chunk whose slot ends within a short horizon,
-//     from every lane) and then one write call (the counters, signals and flush reports that became
-//     due, each word once with its latest value): the executor's calls, not the requests, set the
-//     engine's cost.
+//     from every lane; chunks contiguous at source and destination, such as a channel's records
+//     split by batch boundaries, merged into one copy) and then one write call (the counters,
+//     signals and flush reports that became due, each word once with its latest value): the
+//     executor's calls and their entries, not the requests, set the engine's cost.
 //   - A flush of a context is reported once every earlier request of the context was issued.
 //   - Adversarial modes (NetworkAdversary): reorder puts inside a batch (shuffled, not
 //     coalesced); hold puts until a later signal of their lane, a flush of their context, or an
@@ -224,6 +225,8 @@ class Scheduler {
 
     // Reserves the head chunk's wire slot if it has none; whether it may be issued at `now_ns`.
     bool wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_t& next_due);
+    // This call's copies, those contiguous at source and destination merged (any order is allowed).
+    void coalesce_call_copies();
 
     SchedulerConfig config_;
     Executor& executor_;

@@ -558,6 +558,46 @@ SY_TEST(NetScheduler, AnEngineLateToItsSlotsLosesNoWireTime) {
     SY_CHECK_EQ(stats.bytes_delivered[1], uint64_t(puts) * bytes);
 }
 
+SY_TEST(NetScheduler, CopiesOfOneCallCoalesceAcrossBatches) {
+    // The HT shape (16 channels of 7 KiB records with a signal each, channel c on context c % 4,
+    // each channel's records contiguous, the channels' regions apart) posted at once, issue() every
+    // 100 us (an engine far behind the wire): each call carries several batches of every lane (a batch holds
+    // records of its context's 4 channels), and a channel's records in them are contiguous, so the call makes
+    // one copy per channel run instead of one per batch and channel. Every signal still keeps its
+    // promise (the call's words follow all its copies).
+    SchedulerConfig config = two_nodes();
+    config.batch_bytes = 256 << 10;  // many batches per call, as when the engine is far behind
+    Harness h(config);
+    const int channels = 16, records = 120;
+    const uint64_t record = 4096, region = uint64_t(records) * record + 4096;
+    std::vector<std::vector<Executor::Copy>> lane(4);
+    for (int r = 0; r < records; ++r)
+        for (int c = 0; c < channels; ++c) {
+            const uint64_t offset = uint64_t(c) * region + uint64_t(r) * record;
+            lane[c % 4].push_back(h.put(c % 4, 1, offset, offset, record, uint32_t(c), 1));
+            h.executor.promises[{'s', 1, uint32_t(c), uint64_t(r + 1)}] = lane[c % 4];
+        }
+    while (h.scheduler->has_pending()) {
+        h.now += 100'000;
+        h.scheduler->issue(h.now);
+    }
+    for (const auto& v : h.executor.violations) std::printf("  violation: %s\n", v.c_str());
+    SY_CHECK(h.executor.violations.empty());
+    for (int c = 0; c < channels; ++c)
+        SY_CHECK(h.executor.index_of('s', 1, uint32_t(c), records) != SIZE_MAX);
+    for (int c = 0; c < 4; ++c)
+        for (const auto& put : lane[c]) SY_CHECK(h.executor.landed(put));
+    const auto& stats = h.scheduler->stats();
+    std::printf("  %d records (%.1f MB): %llu batches, %zu copies in %llu copy calls\n", channels * records,
+                double(channels) * double(region) / 1e6, (unsigned long long)stats.batches,
+                h.executor.copies.size(), (unsigned long long)stats.copy_calls);
+    // At most one copy per channel and call (and one more where a call ends inside a run), where
+    // copies per batch would be one per channel of the batch's lane.
+    SY_CHECK(stats.copy_calls > 1);
+    SY_CHECK(h.executor.copies.size() <= size_t(stats.copy_calls) * (channels + 4));
+    SY_CHECK(h.executor.copies.size() * 2 < size_t(stats.batches) * 4);
+}
+
 SY_TEST(NetScheduler, ReorderedPutsAreShuffledNotCoalesced) {
     Harness h(two_nodes(kNetworkReorderPuts));
     for (int i = 0; i < 64; ++i) h.put(0, 1, uint64_t(i) * 256, uint64_t(i) * 256, 256);
