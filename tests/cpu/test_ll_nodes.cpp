@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ll_capacity.hpp"
@@ -87,14 +89,22 @@ SY_TEST(LlNodesLayout, AreasOfASetDoNotOverlap) {
 // move a record, header or row at (uint4 / uint2 accesses, network puts) is 16-byte aligned, inside
 // its area and inside the window, for every rank's view of 2x2, 2x4, 4x2 and 4x1 and every scale
 // kind; and the dynamic shared memory the launchers pass covers what the kernels carve.
-SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
-    struct Shape {
-        int nodes, per_node;
-    };
-    constexpr int kHidden = 2048, kTopk = 6, kExperts = 32, kTokens = 24;
-    for (const Shape shape : {Shape{2, 2}, Shape{2, 4}, Shape{4, 2}, Shape{4, 1}}) {
-        const int R = shape.nodes * shape.per_node, N = shape.nodes, G = shape.per_node;
-        BufferCapacity capacity = ll_capacity(R, N, kTokens, 2048, 64, 9);
+namespace {
+
+// An op shape and the buffer's capacity for it.
+struct OpShape {
+    int hidden, topk, experts, tokens;
+    int capacity_hidden, capacity_experts, capacity_topk;
+};
+
+// Every address the LL kernels across nodes compute for `op` on each topology: 16-byte aligned and
+// inside its area, and the shared memory they carve within what they launch with.
+void check_addresses(const OpShape& op, std::initializer_list<std::pair<int, int>> topologies) {
+    const int kHidden = op.hidden, kTopk = op.topk, kExperts = op.experts, kTokens = op.tokens;
+    for (const auto& [nodes_count, per_node] : topologies) {
+        const int R = nodes_count * per_node, N = nodes_count, G = per_node;
+        BufferCapacity capacity =
+            ll_capacity(R, N, kTokens, op.capacity_hidden, op.capacity_experts, op.capacity_topk);
         const BufferLayout layout = BufferLayout::make(capacity);
         const LlSetLayout& set = layout.ll_set;
         const int64_t window = layout.total_bytes;
@@ -193,6 +203,16 @@ SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
         const int64_t combine = ll_combine_shared_bytes(R, L);
         SY_CHECK(align_up(combine, 16) + 8 * int64_t(N - 1) <= ll_net_combine_shared_bytes(R, L, N));
     }
+}
+
+}  // namespace
+
+SY_TEST(LlNodesLayout, GpuCaseShapesAddressesAlignedAndInBounds) {
+    check_addresses({2048, 6, 32, 24, 2048, 64, 9}, {{2, 2}, {2, 4}, {4, 2}, {4, 1}});
+    // The DeepSeek routing case (LlNodes.DeepSeekRouting) and the LL bench across nodes (capacity
+    // equal to the op's shape).
+    check_addresses({2048, 8, 256, 24, 2048, 256, 9}, {{2, 1}, {2, 2}});
+    check_addresses({7168, 8, 256, 128, 7168, 256, 8}, {{2, 1}, {2, 2}});
 }
 
 SY_TEST(LlNodesLayout, NodeNumbering) {
