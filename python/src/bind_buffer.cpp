@@ -293,30 +293,36 @@ void bind_buffer(nb::module_& m) {
             return hook_of(r.result.receive, r.tensors.framework, r.device);
         });
 
-    nb::class_<PyBuffer>(m, "Buffer", nb::is_weak_referenceable(),
-                         "One rank's communication buffer (include/switchyard/buffer.hpp). Creating and destroying "
-                         "it is collective. switchyard.Buffer (the Python class) builds the communicator from a "
-                         "torch.distributed group; this native constructor takes a Communicator.")
+    nb::class_<PyBuffer>(
+        m, "Buffer", nb::is_weak_referenceable(),
+        "One rank's communication buffer (include/switchyard/buffer.hpp). Creating and destroying "
+        "it is collective. switchyard.Buffer (the Python class) builds the communicator from a "
+        "torch.distributed group; this native constructor takes a Communicator.")
         .def(
             "__init__",
-            [](PyBuffer* self, std::shared_ptr<Communicator> communicator, int device, const BufferConfig& config) {
+            [](PyBuffer* self, std::shared_ptr<Communicator> communicator, int device,
+               const BufferConfig& config) {
                 new (self) PyBuffer();
                 nb::gil_scoped_release release;
                 self->buffer = std::make_unique<Buffer>(std::move(communicator), device, config);
             },
             "communicator"_a, "device"_a, "config"_a)
-        .def_rw("framework", &PyBuffer::framework,
-                "Whose stream stream=None means where an op has no tensor to tell (barrier), and whose tensors "
-                "outputs are when the first tensor argument has no framework.")
+        .def_rw(
+            "framework", &PyBuffer::framework,
+            "Whose stream stream=None means where an op has no tensor to tell (barrier), and whose tensors "
+            "outputs are when the first tensor argument has no framework.")
         .def_prop_ro("rank", [](PyBuffer& self) { return self.get().rank(); })
         .def_prop_ro("num_ranks", [](PyBuffer& self) { return self.get().num_ranks(); })
         .def_prop_ro("device", [](PyBuffer& self) { return self.get().device(); })
         .def_prop_ro("config", [](PyBuffer& self) { return self.get().config(); })
         .def_prop_ro("topology", [](PyBuffer& self) { return self.get().topology(); })
-        .def_prop_ro("buffer_bytes", [](PyBuffer& self) { return self.get().buffer_bytes(); },
-                     "Bytes of this rank's symmetric allocation.")
-        .def_prop_ro("comm_stream", [](PyBuffer& self) { return reinterpret_cast<intptr_t>(self.get().comm_stream()); },
-                     "The communication stream (cudaStream_t as an int).")
+        .def_prop_ro(
+            "buffer_bytes", [](PyBuffer& self) { return self.get().buffer_bytes(); },
+            "Bytes of this rank's symmetric allocation.")
+        .def_prop_ro(
+            "comm_stream",
+            [](PyBuffer& self) { return reinterpret_cast<intptr_t>(self.get().comm_stream()); },
+            "The communication stream (cudaStream_t as an int).")
         .def_prop_ro("sm_budget", [](PyBuffer& self) { return self.get().sm_budget(); })
         .def_prop_ro("destroyed", [](const PyBuffer& self) { return !self.buffer; })
         .def(
@@ -327,7 +333,8 @@ void bind_buffer(nb::module_& m) {
                 nb::gil_scoped_release release;
                 buffer.barrier(caller);
             },
-            "stream"_a.none() = nb::none(), "Cross-rank barrier on the GPU: `stream` continues once every rank arrived.")
+            "stream"_a.none() = nb::none(),
+            "Cross-rank barrier on the GPU: `stream` continues once every rank arrived.")
         .def(
             "get_dispatch_layout",
             [](PyBuffer& self, nb::handle topk_idx, int num_experts, nb::handle num_tokens_per_rank,
@@ -347,39 +354,44 @@ void bind_buffer(nb::module_& m) {
                 buffer.get_dispatch_layout(idx, num_experts, out, caller);
             },
             "topk_idx"_a, "num_experts"_a, nb::kw_only(), "num_tokens_per_rank"_a, "num_tokens_per_expert"_a,
-            "token_rank_slot"_a, "token_in_rank"_a.none() = nb::none(), "token_expert_pos"_a.none() = nb::none(),
-            "stream"_a.none() = nb::none(),
-            "Dispatch layout of topk_idx into caller-allocated device tensors (int32 [R], int32 [E], int32 [T, R], "
+            "token_rank_slot"_a, "token_in_rank"_a.none() = nb::none(),
+            "token_expert_pos"_a.none() = nb::none(), "stream"_a.none() = nb::none(),
+            "Dispatch layout of topk_idx into caller-allocated device tensors (int32 [R], int32 [E], int32 "
+            "[T, R], "
             "optional bool/uint8 [T, R], optional int32 [T, K]). Synchronous with the caller's stream.")
         .def(
             "dispatch",
             [](PyBuffer& self, nb::handle x, nb::handle topk_idx, int num_experts, nb::handle x_scales,
-               nb::handle topk_weights, nb::handle layout, int expert_alignment, bool zero_padding, bool quantize_fp8,
-               nb::handle quantize_format, nb::handle counts, int num_sms, nb::handle after, bool async_op,
-               nb::handle stream) {
+               nb::handle topk_weights, nb::handle layout, int expert_alignment, bool zero_padding,
+               bool quantize_fp8, nb::handle quantize_format, nb::handle counts, int num_sms,
+               nb::handle after, bool async_op, nb::handle stream) {
                 return dispatch_common(self, nullptr, x, topk_idx, num_experts, x_scales, topk_weights, layout,
                                        expert_alignment, zero_padding, quantize_fp8, quantize_format, counts, num_sms,
                                        after, async_op, stream);
             },
-            nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "x_scales"_a.none() = nb::none(),
-            "topk_weights"_a.none() = nb::none(), "layout"_a = RecvLayout::kRankMajor, "expert_alignment"_a = 1,
-            "zero_padding"_a = false, "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32,
-            "counts"_a = CountMode::kHostSynced, "num_sms"_a = 0, "after"_a.none() = nb::none(), "async_op"_a = false,
-            "stream"_a.none() = nb::none(),
-            "High-throughput dispatch of x ([T, H] bf16, or fp8 with x_scales) to the ranks owning its top-k experts.")
+            nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(),
+            "x_scales"_a.none() = nb::none(), "topk_weights"_a.none() = nb::none(),
+            "layout"_a = RecvLayout::kRankMajor, "expert_alignment"_a = 1, "zero_padding"_a = false,
+            "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32,
+            "counts"_a = CountMode::kHostSynced, "num_sms"_a = 0, "after"_a.none() = nb::none(),
+            "async_op"_a = false, "stream"_a.none() = nb::none(),
+            "High-throughput dispatch of x ([T, H] bf16, or fp8 with x_scales) to the ranks owning its top-k "
+            "experts.")
         .def(
             "cached_dispatch",
             [](PyBuffer& self, const PyDispatchHandle& handle, nb::handle x, nb::handle x_scales,
-               nb::handle topk_weights, bool quantize_fp8, nb::handle quantize_format, int num_sms, nb::handle after,
-               bool async_op, nb::handle stream) {
+               nb::handle topk_weights, bool quantize_fp8, nb::handle quantize_format, int num_sms,
+               nb::handle after, bool async_op, nb::handle stream) {
                 return dispatch_common(self, &handle, x, nb::none(), 0, x_scales, topk_weights, nb::cast(handle.layout),
                                        1, false, quantize_fp8, quantize_format, nb::cast(CountMode::kHostSynced),
                                        num_sms, after, async_op, stream);
             },
-            nb::rv_policy::take_ownership, "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a.none() = nb::none(), "topk_weights"_a.none() = nb::none(),
-            "quantize_fp8"_a = false, "quantize_format"_a = ScaleFormat::kFloat32, "num_sms"_a = 0,
-            "after"_a.none() = nb::none(), "async_op"_a = false, "stream"_a.none() = nb::none(),
-            "Dispatch new data with the routing of `handle` (byte-identical layouts; the backward of combine).")
+            nb::rv_policy::take_ownership, "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a.none() = nb::none(),
+            "topk_weights"_a.none() = nb::none(), "quantize_fp8"_a = false,
+            "quantize_format"_a = ScaleFormat::kFloat32, "num_sms"_a = 0, "after"_a.none() = nb::none(),
+            "async_op"_a = false, "stream"_a.none() = nb::none(),
+            "Dispatch new data with the routing of `handle` (byte-identical layouts; the backward of "
+            "combine).")
         .def(
             "combine",
             [](PyBuffer& self, const PyDispatchHandle& handle, nb::handle y, nb::handle row_weights,
@@ -412,10 +424,11 @@ void bind_buffer(nb::module_& m) {
                 result->event = make_event(self, result->result.done, async_op, inputs, framework);
                 return result.release();
             },
-            nb::rv_policy::take_ownership, "handle"_a, "y"_a, nb::kw_only(), "row_weights"_a.none() = nb::none(),
-            "topk_weights"_a.none() = nb::none(), "bias0"_a.none() = nb::none(), "bias1"_a.none() = nb::none(), "weighted"_a = false,
-            "hierarchical"_a = false, "out"_a.none() = nb::none(), "num_sms"_a = 0, "after"_a.none() = nb::none(),
-            "async_op"_a = false, "stream"_a.none() = nb::none(),
+            nb::rv_policy::take_ownership, "handle"_a, "y"_a, nb::kw_only(),
+            "row_weights"_a.none() = nb::none(), "topk_weights"_a.none() = nb::none(),
+            "bias0"_a.none() = nb::none(), "bias1"_a.none() = nb::none(), "weighted"_a = false,
+            "hierarchical"_a = false, "out"_a.none() = nb::none(), "num_sms"_a = 0,
+            "after"_a.none() = nb::none(), "async_op"_a = false, "stream"_a.none() = nb::none(),
             "Combine rows laid out as `handle`'s dispatch produced them back to their home ranks (also the "
             "backward of dispatch).")
         .def(
@@ -446,16 +459,19 @@ void bind_buffer(nb::module_& m) {
                 return result.release();
             },
             nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(),
-            "topk_weights"_a.none() = nb::none(), "use_fp8"_a = true, "scale_format"_a = ScaleFormat::kFloat32,
-            "cumulative_local_expert_recv_stats"_a.none() = nb::none(), "wait_time_stats"_a.none() = nb::none(),
-            "return_recv_hook"_a = false, "layout"_a = RecvLayout::kExpertMasked, "expert_alignment"_a = 1,
-            "zero_padding"_a = false, "after"_a.none() = nb::none(), "async_op"_a = false, "stream"_a.none() = nb::none(),
+            "topk_weights"_a.none() = nb::none(), "use_fp8"_a = true,
+            "scale_format"_a = ScaleFormat::kFloat32,
+            "cumulative_local_expert_recv_stats"_a.none() = nb::none(),
+            "wait_time_stats"_a.none() = nb::none(), "return_recv_hook"_a = false,
+            "layout"_a = RecvLayout::kExpertMasked, "expert_alignment"_a = 1, "zero_padding"_a = false,
+            "after"_a.none() = nb::none(), "async_op"_a = false, "stream"_a.none() = nb::none(),
             "Low-latency dispatch (one kernel, no host round-trip, CUDA-graph capturable).")
         .def(
             "ll_combine",
             [](PyBuffer& self, const PyLowLatencyHandle& handle, nb::handle y, nb::handle topk_idx,
-               nb::handle topk_weights, bool hierarchical, nb::handle out, bool zero_copy, bool return_recv_hook,
-               nb::handle wait_time_stats, nb::handle after, bool async_op, nb::handle stream) {
+               nb::handle topk_weights, bool hierarchical, nb::handle out, bool zero_copy,
+               bool return_recv_hook, nb::handle wait_time_stats, nb::handle after, bool async_op,
+               nb::handle stream) {
                 Buffer& buffer = self.get();
                 const Framework framework = framework_of(self, topk_idx);
                 Inputs inputs;
@@ -482,16 +498,17 @@ void bind_buffer(nb::module_& m) {
                 result->event = make_event(self, result->result.done, async_op, inputs, framework);
                 return result.release();
             },
-            nb::rv_policy::take_ownership, "handle"_a, "y"_a, "topk_idx"_a, "topk_weights"_a.none() = nb::none(),
-            nb::kw_only(), "hierarchical"_a = false, "out"_a.none() = nb::none(), "zero_copy"_a = false,
-            "return_recv_hook"_a = false, "wait_time_stats"_a.none() = nb::none(), "after"_a.none() = nb::none(),
-            "async_op"_a = false, "stream"_a.none() = nb::none(),
+            nb::rv_policy::take_ownership, "handle"_a, "y"_a, "topk_idx"_a,
+            "topk_weights"_a.none() = nb::none(), nb::kw_only(), "hierarchical"_a = false,
+            "out"_a.none() = nb::none(), "zero_copy"_a = false, "return_recv_hook"_a = false,
+            "wait_time_stats"_a.none() = nb::none(), "after"_a.none() = nb::none(), "async_op"_a = false,
+            "stream"_a.none() = nb::none(),
             "Low-latency combine: out[t] = sum_k w[t][k] * y(t, k) (flat) or the hierarchical reduction.")
         .def(
             "ll_load_kernels",
             [](PyBuffer& self, nb::handle x, nb::handle topk_idx, int num_experts, nb::handle topk_weights,
-               bool use_fp8, nb::handle scale_format, bool return_recv_hook, nb::handle layout, int expert_alignment,
-               bool zero_padding) {
+               bool use_fp8, nb::handle scale_format, bool return_recv_hook, nb::handle layout,
+               int expert_alignment, bool zero_padding) {
                 Buffer& buffer = self.get();
                 Inputs inputs;
                 const LowLatencyDispatchArgs args =
@@ -500,10 +517,11 @@ void bind_buffer(nb::module_& m) {
                 nb::gil_scoped_release release;
                 buffer.ll_load_kernels(args);
             },
-            "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "topk_weights"_a.none() = nb::none(), "use_fp8"_a = true,
-            "scale_format"_a = ScaleFormat::kFloat32, "return_recv_hook"_a = false,
+            "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(), "topk_weights"_a.none() = nb::none(),
+            "use_fp8"_a = true, "scale_format"_a = ScaleFormat::kFloat32, "return_recv_hook"_a = false,
             "layout"_a = RecvLayout::kExpertMasked, "expert_alignment"_a = 1, "zero_padding"_a = false,
-            "Load (JIT-compiling on a miss) every LL kernel ll_dispatch with these arguments and its ll_combine can "
+            "Load (JIT-compiling on a miss) every LL kernel ll_dispatch with these arguments and its "
+            "ll_combine can "
             "use. Required before the first LL op when ranks share a GPU.")
         .def(
             "ll_combine_input",
@@ -515,10 +533,20 @@ void bind_buffer(nb::module_& m) {
             "The buffer's LL send area as bf16 [L, R*T_ll, H] for a zero-copy combine (needs "
             "BufferConfig.ll_zero_copy_combine and the masked layout).")
         .def("ll_query_mask", [](PyBuffer& self) { return self.get().ll_query_mask(); })
-        .def("ll_set_mask", [](PyBuffer& self, int rank, bool masked) { self.get().ll_set_mask(rank, masked); },
-             "rank"_a, "masked"_a)
+        .def(
+            "ll_set_mask",
+            [](PyBuffer& self, int rank, bool masked) { self.get().ll_set_mask(rank, masked); }, "rank"_a,
+            "masked"_a)
         .def("ll_clear_mask", [](PyBuffer& self) { self.get().ll_clear_mask(); })
         .def("check_errors", [](PyBuffer& self) { self.get().check_errors(); })
+        .def(
+            "set_op_tracing", [](PyBuffer& self, bool on) { self.get().set_op_tracing(on); }, "on"_a,
+            "Trace this buffer's ops (op timelines, without printing); turn it on between ops.")
+        .def(
+            "op_timeline", [](PyBuffer& self, OpTimelineKind kind) { return self.get().op_timeline(kind); },
+            "kind"_a,
+            "The latest traced op of `kind` whose kernels have finished (synchronize first); empty when "
+            "none finished since the previous call for that kind.")
         .def("synchronize",
              [](PyBuffer& self) {
                  Buffer& buffer = self.get();
@@ -536,10 +564,12 @@ void bind_buffer(nb::module_& m) {
                 buffer.reset();
             },
             "Collective: clear a recorded error and the control workspace so the buffer can be used again.")
-        .def("destroy", [](PyBuffer& self) { self.destroy(); },
-             "Collective: free the buffer now (every rank calls it; later ops raise).")
-        .def_prop_ro("num_pending", [](const PyBuffer& self) { return self.pending.size(); },
-                     "Asynchronous ops whose inputs are still held (pruned at each op).");
+        .def(
+            "destroy", [](PyBuffer& self) { self.destroy(); },
+            "Collective: free the buffer now (every rank calls it; later ops raise).")
+        .def_prop_ro(
+            "num_pending", [](const PyBuffer& self) { return self.pending.size(); },
+            "Asynchronous ops whose inputs are still held (pruned at each op).");
 }
 
 }  // namespace switchyard::python

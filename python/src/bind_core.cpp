@@ -268,6 +268,27 @@ void bind_config(nb::module_& m) {
     nb::enum_<CountMode>(m, "CountMode", "Host-synced counts (exact sizes) or device counts (graph-capturable).")
         .value("HOST_SYNCED", CountMode::kHostSynced)
         .value("DEVICE", CountMode::kDevice);
+    nb::enum_<OpTimelineKind>(m, "OpTimelineKind",
+                              "The traced ops (an LL op with a receive hook is traced as its two halves).")
+        .value("HT_DISPATCH", OpTimelineKind::kHtDispatch)
+        .value("HT_COMBINE", OpTimelineKind::kHtCombine)
+        .value("LL_DISPATCH_SEND", OpTimelineKind::kLlDispatchSend)
+        .value("LL_DISPATCH_RECEIVE", OpTimelineKind::kLlDispatchReceive)
+        .value("LL_DISPATCH", OpTimelineKind::kLlDispatch)
+        .value("LL_COMBINE_SEND", OpTimelineKind::kLlCombineSend)
+        .value("LL_COMBINE_RECEIVE", OpTimelineKind::kLlCombineReceive)
+        .value("LL_COMBINE", OpTimelineKind::kLlCombine);
+    nb::class_<OpTimeline>(m, "OpTimeline",
+                           "When a traced op's kernels reached the marks of its timeline "
+                           "(include/switchyard/op_timeline.hpp): us[i] is mark i in microseconds after mark "
+                           "0, NaN where it was not reached.")
+        .def_ro("op", &OpTimeline::op)
+        .def_ro("marks", &OpTimeline::marks)
+        .def_ro("us", &OpTimeline::us)
+        .def("empty", &OpTimeline::empty)
+        .def(
+            "at", [](const OpTimeline& timeline, const std::string& name) { return timeline.at(name); },
+            "name"_a, "The time of the mark called `name` (NaN when absent or not reached).");
 
     nb::class_<BufferConfig>(m, "BufferConfig",
                              "The capacities a Buffer is sized for (include/switchyard/config.hpp). Every rank "

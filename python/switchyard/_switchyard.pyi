@@ -45,6 +45,46 @@ class CountMode(enum.Enum):
 
     DEVICE = 1
 
+class OpTimelineKind(enum.Enum):
+    """
+    The traced ops (an LL op with a receive hook is traced as its two halves).
+    """
+
+    HT_DISPATCH = 0
+
+    HT_COMBINE = 1
+
+    LL_DISPATCH_SEND = 2
+
+    LL_DISPATCH_RECEIVE = 3
+
+    LL_DISPATCH = 4
+
+    LL_COMBINE_SEND = 5
+
+    LL_COMBINE_RECEIVE = 6
+
+    LL_COMBINE = 7
+
+class OpTimeline:
+    """
+    When a traced op's kernels reached the marks of its timeline (include/switchyard/op_timeline.hpp): us[i] is mark i in microseconds after mark 0, NaN where it was not reached.
+    """
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def marks(self) -> list[str]: ...
+
+    @property
+    def us(self) -> list[float]: ...
+
+    def empty(self) -> bool: ...
+
+    def at(self, name: str) -> float:
+        """The time of the mark called `name` (NaN when absent or not reached)."""
+
 class BufferConfig:
     """
     The capacities a Buffer is sized for (include/switchyard/config.hpp). Every rank passes the same configuration. Construct with keyword arguments, e.g. BufferConfig(max_tokens_per_rank=128, enable_low_latency=True).
@@ -680,6 +720,16 @@ class Buffer:
     def ll_clear_mask(self) -> None: ...
 
     def check_errors(self) -> None: ...
+
+    def set_op_tracing(self, on: bool) -> None:
+        """
+        Trace this buffer's ops (op timelines, without printing); turn it on between ops.
+        """
+
+    def op_timeline(self, kind: OpTimelineKind) -> OpTimeline:
+        """
+        The latest traced op of `kind` whose kernels have finished (synchronize first); empty when none finished since the previous call for that kind.
+        """
 
     def synchronize(self) -> None: ...
 

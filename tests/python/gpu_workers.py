@@ -144,6 +144,19 @@ def scenario_ht(rank, R):
         ref_out = ref.combine(exp.routing, [ref.CombineInput(y=bits(ys[q])) for q in range(R)],
                               options=ref.CombineOptions(weighted=True))
         expect_equal(bits(out.out), ref_out[rank].out, "weighted expert-major combine")
+        # Op timelines: a traced dispatch and combine give their marks once, in microseconds.
+        dist.barrier()
+        buffer.set_op_tracing(True)
+        traced = buffer.dispatch(x, idx, p.E, topk_weights=w)
+        buffer.combine(traced.handle, traced.recv_x.clone())
+        settle(buffer)
+        for kind, mark in ((switchyard.OpTimelineKind.HT_DISPATCH, "sent"),
+                           (switchyard.OpTimelineKind.HT_COMBINE, "senders done")):
+            timeline = buffer.op_timeline(kind)
+            assert not timeline.empty() and mark in timeline.marks, (kind, timeline.op, timeline.marks)
+            assert 0.0 <= timeline.at(mark) < 1e6, (kind, timeline.at(mark))
+            assert buffer.op_timeline(kind).empty()
+        buffer.set_op_tracing(False)
 
 
 def _ll_buffer(p, **extra):

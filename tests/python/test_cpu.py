@@ -237,8 +237,18 @@ def test_stubs_cover_the_native_module():
             continue
         assert re.search(rf"\b{name}\b", stub), f"{name} missing from _switchyard.pyi (python/generate_stubs.sh)"
     for method in ("dispatch", "cached_dispatch", "combine", "ll_dispatch", "ll_combine", "ll_load_kernels",
-                   "get_dispatch_layout", "reset", "synchronize"):
+                   "get_dispatch_layout", "reset", "synchronize", "set_op_tracing", "op_timeline"):
         assert f"def {method}(" in stub
+
+
+def test_op_timeline_kinds():
+    # Every traced op of the C++ API (include/switchyard/op_timeline.hpp), and the Buffer's methods.
+    kinds = [k for k in dir(switchyard.OpTimelineKind) if k.isupper()]
+    assert sorted(kinds) == sorted(["HT_DISPATCH", "HT_COMBINE", "LL_DISPATCH_SEND", "LL_DISPATCH_RECEIVE",
+                                    "LL_DISPATCH", "LL_COMBINE_SEND", "LL_COMBINE_RECEIVE", "LL_COMBINE"])
+    assert callable(switchyard.Buffer.set_op_tracing) and callable(switchyard.Buffer.op_timeline)
+    for field in ("op", "marks", "us"):
+        assert hasattr(switchyard.OpTimeline, field)
 
 
 # --- The DeepEP facade: names, argument order, NotImplementedError ------------------------------
