@@ -75,7 +75,7 @@ OpTracer::OpTracer(uint64_t* counters, int rank)
     : counters_(counters),
       rank_(rank),
       enabled_(util::knob_flag(util::Knob::kTrace)),
-      print_(util::knob_flag(util::Knob::kTrace)) {
+      print_(enabled_) {  // SWITCHYARD_TRACE traces every op and prints it
     if (enabled_) allocate_slots();
 }
 

@@ -752,10 +752,7 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
         SY_CUDA_CHECK(cudaEventCreateWithFlags(&probe, cudaEventDisableTiming));
         // Combine input: every received row of the worst case, a fixed pattern.
         const int64_t rows = int64_t(env.num_ranks) * c.max_tokens;
-        std::vector<uint16_t> y_values = make_y(env.rank, rows, c.hidden, c.seed);
-        std::vector<uint8_t> y_raw(y_values.size() * 2);
-        std::memcpy(y_raw.data(), y_values.data(), y_raw.size());
-        DeviceArray<uint8_t> y(y_raw);
+        const DeviceArray<uint16_t> y(make_y(env.rank, rows, c.hidden, c.seed));
         const int T = setup.inputs[env.rank].num_tokens;
         buffer.ht_load_kernels(setup.args);
         env.communicator->barrier(kHostTimeout);  // allocations done and kernels loaded on every rank
@@ -835,12 +832,6 @@ SY_TEST(HighThroughput, StreamAndEventOrdering) {
     });
 }
 
-// An expert id out of range on one rank's GPU (so no host check sees it), in the first of its three
-// layout chunks: that rank's op ends with InvalidArgument naming the entry and announces its
-// failure in the counts exchange, so its peer's op ends at once with a PeerFailedError naming it
-// (not a TimeoutError after the timeout, and not later, with data never sent); then reset() and a
-// correct dispatch. The id's chunk is not the one whose block announces: the routing kernel must
-// carry "invalid" from chunk to chunk. The timeout is the default 100 s: the errors come in < 1 s.
 // Op timelines (Buffer::set_op_tracing, Buffer::op_timeline): none while tracing is off; with it on,
 // each op's latest timeline once, its marks reached in the order the protocol passes them.
 SY_TEST(HighThroughput, OpTimelines) {
@@ -852,10 +843,7 @@ SY_TEST(HighThroughput, OpTimelines) {
         c.seed = 43;
         TwoRankDispatch setup(c, env);
         const int64_t rows = int64_t(env.num_ranks) * c.max_tokens;
-        const std::vector<uint16_t> y_values = make_y(env.rank, rows, c.hidden, c.seed);
-        std::vector<uint8_t> y_raw(y_values.size() * 2);
-        std::memcpy(y_raw.data(), y_values.data(), y_raw.size());
-        DeviceArray<uint8_t> y(y_raw);
+        const DeviceArray<uint16_t> y(make_y(env.rank, rows, c.hidden, c.seed));
         CombineArgs combine;
         combine.y =
             TensorView::contiguous(y.data(), DType::kBFloat16, {rows, c.hidden}, Device::cuda(env.device));
@@ -900,6 +888,12 @@ SY_TEST(HighThroughput, OpTimelines) {
     });
 }
 
+// An expert id out of range on one rank's GPU (so no host check sees it), in the first of its three
+// layout chunks: that rank's op ends with InvalidArgument naming the entry and announces its
+// failure in the counts exchange, so its peer's op ends at once with a PeerFailedError naming it
+// (not a TimeoutError after the timeout, and not later, with data never sent); then reset() and a
+// correct dispatch. The id's chunk is not the one whose block announces: the routing kernel must
+// carry "invalid" from chunk to chunk. The timeout is the default 100 s: the errors come in < 1 s.
 SY_TEST(HighThroughput, InvalidExpertIdOnOneRankStopsTheOp) {
     require_gpus(1);
     run_ranks(2, gpus_for_two_ranks(), [&](RankEnv& env) {
