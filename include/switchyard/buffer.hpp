@@ -92,7 +92,8 @@ class Buffer {
     size_t buffer_bytes() const;
     // The stream the communication kernels run on (unused for ops with launch_on_caller_stream).
     cudaStream_t comm_stream() const;
-    // SMs one rank may use on its GPU: the device's SMs divided among the ranks that share it.
+    // SMs one rank may use on its GPU: the device's SMs divided among the ranks that share it (with
+    // the emulated network, less 4 per rank for its copies, which the driver may run on SMs).
     int sm_budget() const;
 
     // Cross-rank barrier on the GPU: returns at once; `stream` continues after every rank arrived.

@@ -15,6 +15,7 @@
 #include "core/error_state.hpp"
 #include "util/mapped_host.hpp"
 #include "core/stream_pool.hpp"
+#include "core/tuning.hpp"
 #include "core/validation.hpp"
 #include "jit/driver_api.hpp"
 #include "core/buffer_impl.hpp"
@@ -199,6 +200,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
         if (query.over_network && impl.network) {
             const std::string traffic = net::traffic_note(impl.network->stats(), query.peer);
             if (!traffic.empty()) note += (note.empty() ? "" : "; ") + traffic;
+            const std::string pending = impl.network->pending_note();
+            if (!pending.empty()) note += (note.empty() ? "" : "; ") + pending;
         }
         return note;
     });
@@ -223,7 +226,8 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 
     int num_sms = 0;
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-    impl.sm_budget = std::max(1, num_sms / std::max(1, impl.topology.ranks_on_my_gpu));
+    impl.sm_budget = tuning::rank_sm_budget(num_sms, impl.topology.ranks_on_my_gpu,
+                                            network_plan.kind == net::NetworkKind::kEmulated);
     impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1;
     impl.kernels_preloaded_only = ranks_of_process_on_my_gpu(impl.topology) > 1;
     impl.device_sms = num_sms;

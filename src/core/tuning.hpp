@@ -72,4 +72,20 @@ constexpr int kLlWarps = 8;
 // items in a row per warp; one item per warp won.
 constexpr int kLlSendItemsPerWarp = 1;
 
+// --- SM budget ---------------------------------------------------------------------------------
+// SMs per rank left out of the budgets of the ranks sharing a GPU when the emulated network runs
+// on it: its engine moves the payload with a copy kernel of its own (transport/net_copy.cuh) of at
+// most this many blocks, and the ranks' kernels wait for those deliveries. Without the reserve, at
+// top-8 of 256 experts (EP2 on one H200, LL-across-nodes kernels at 192-248 registers a thread, one
+// block per SM) 2 x 66 blocks filled the GPU and every combine timed out with its copies queued.
+constexpr int kEmulatedNetworkSmsPerRank = 4;
+
+// SMs one rank may use: the device's SMs divided among the ranks that share it, less the emulated
+// network's share (at least one).
+constexpr int rank_sm_budget(int device_sms, int ranks_on_gpu, bool emulated_network) {
+    const int ranks = ranks_on_gpu > 1 ? ranks_on_gpu : 1;
+    const int usable = emulated_network ? device_sms - ranks * kEmulatedNetworkSmsPerRank : device_sms;
+    return usable / ranks > 1 ? usable / ranks : 1;
+}
+
 }  // namespace switchyard::tuning

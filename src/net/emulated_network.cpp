@@ -9,18 +9,32 @@
 #include <cstring>
 
 #include "core/stream_pool.hpp"
+#include "core/tuning.hpp"
 #include "jit/driver_api.hpp"
+#include "jit/jit.hpp"
+#include "net/gin_kernels.hpp"
+#include "switchyard/transport/net_copy.cuh"
 #include "util/cuda_check.hpp"
 #include "util/mapped_host.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::net {
+
+// Threads of each block of the copy kernel.
+constexpr int kNetCopyThreads = 512;
+
+std::vector<jit::KernelSource> network_engine_catalog() {
+    return {{"net_copy", "switchyard/transport/net_copy.cuh",
+             "switchyard::device::net_copy_kernel<" + std::to_string(kNetCopyThreads) + ">"}};
+}
+
 namespace {
 
 using device::EmulatedNetState;
 
 int64_t steady_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
 
@@ -28,6 +42,12 @@ int64_t steady_ns() {
 // every kIdlePoll instead of spinning; an op's launch wakes it at once.
 constexpr int64_t kSpinAfterActivityNs = 20'000'000;
 constexpr auto kIdlePoll = std::chrono::microseconds(50);
+// Loaded when the network is created: a rank loading it later could wait for a co-located rank's
+// running kernel (DESIGN.md §4, rule 7).
+jit::KernelSource network_copy_source() {
+    return network_engine_catalog()[0];
+}
+
 // Descriptors taken from one ring per pass, so one busy context cannot hold the others back.
 constexpr int kMaxTakenPerPass = 1024;
 // How often the engine refreshes the accounting stats() reads while it has work.
@@ -41,16 +61,20 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
   public:
     CudaExecutor(int device, cudaStream_t stream, uint8_t* local_window, std::vector<uint8_t*> windows,
                  std::vector<uint64_t*> states)
-        : device_(device), stream_(stream), local_window_(local_window), windows_(std::move(windows)),
-          states_(std::move(states)) {
+        : device_(device),
+          stream_(stream),
+          local_window_(local_window),
+          windows_(std::move(windows)),
+          states_(std::move(states)),
+          copy_kernel_(&jit::get_kernel(network_copy_source(), device)) {
         // Stream memory operations: the entry point and the device's say-so.
         try {
             const jit::DriverApi& api = jit::driver();
             int supported = 0;
             CUdevice handle = 0;
             if (api.cuStreamWriteValue64 && api.cuDeviceGet(&handle, device) == CUDA_SUCCESS &&
-                api.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, handle) ==
-                    CUDA_SUCCESS)
+                api.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                                         handle) == CUDA_SUCCESS)
                 memops_ = supported != 0;
             batch_memops_ = memops_ && api.cuStreamBatchMemOp != nullptr;
         } catch (const std::exception&) {
@@ -59,7 +83,8 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         const auto staging = util::allocate_mapped_host<uint64_t>(kStagingWords + 1);
         staging_ = staging.host;
         staging_[kStagingWords] = 1;  // the poison value
-        for (auto& event : group_done_) SY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        for (auto& event : group_done_)
+            SY_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     }
     ~CudaExecutor() override {
         for (auto event : group_done_)
@@ -78,35 +103,26 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         timing_.copy_call_ns += uint64_t(end - start);
         sample_stream_lag(start, end);
     }
+    // One launch of the copy kernel per kNetCopyMaxItems copies, with as many blocks as the call's
+    // bytes use (a block per 64 KiB, at most the SMs the ranks' budgets leave free per rank).
     void copy_once(const Copy* copies, size_t count) {
-        dsts_.resize(count);
-        srcs_.resize(count);
-        sizes_.resize(count);
-        for (size_t i = 0; i < count; ++i) {
-            dsts_[i] = windows_[copies[i].dst_rank] + copies[i].dst_offset;
-            srcs_[i] = local_window_ + copies[i].src_offset;
-            sizes_[i] = copies[i].bytes;
-        }
-        if (batch_copies_) {
-            // Source read in stream order (after the copies and writes before it); prefer the copy
-            // engines over SMs, which belong to the ranks' kernels.
-            cudaMemcpyAttributes attributes{};
-            attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-            attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-            size_t attribute_index = 0;
-            const cudaError_t status = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), count,
-                                                            &attributes, &attribute_index, 1, stream_);
-            if (status == cudaSuccess) {
-                batch_worked_ = true;
-                return;
+        for (size_t first = 0; first < count; first += size_t(device::kNetCopyMaxItems)) {
+            const size_t n = std::min(count - first, size_t(device::kNetCopyMaxItems));
+            args_.count = int32_t(n);
+            uint64_t bytes = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const Copy& copy = copies[first + i];
+                args_.items[i] = {reinterpret_cast<uint64_t>(windows_[copy.dst_rank] + copy.dst_offset),
+                                  reinterpret_cast<uint64_t>(local_window_ + copy.src_offset), copy.bytes};
+                bytes += copy.bytes;
             }
-            if (batch_worked_) util::cuda_check(status, "cudaMemcpyBatchAsync (emulated network)");
-            // The first batch failed: this driver does not do batches; copy one by one from now on.
-            (void)cudaGetLastError();
-            batch_copies_ = false;
+            jit::LaunchConfig config;
+            config.grid[0] = unsigned(std::clamp<uint64_t>((bytes + kBytesPerBlock - 1) / kBytesPerBlock, 1,
+                                                           uint64_t(tuning::kEmulatedNetworkSmsPerRank)));
+            config.block[0] = unsigned(kNetCopyThreads);
+            config.stream = stream_;
+            jit::launch(*copy_kernel_, config, &args_, sizeof(args_));
         }
-        for (size_t i = 0; i < count; ++i)
-            SY_CUDA_CHECK(cudaMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], cudaMemcpyDeviceToDevice, stream_));
     }
     // The words of one scheduler call: one cuStreamBatchMemOp per 255 (each write fences the
     // stream's earlier writes, the copies, as cuStreamWriteValue64 does), or one write each.
@@ -149,7 +165,8 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     }
     // Poisons the buffer (a refused request): the ranks' waits then end at once.
     void poison(uint32_t* word) {
-        SY_CUDA_CHECK(cudaMemcpyAsync(word, staging_ + kStagingWords, sizeof(uint32_t), cudaMemcpyHostToDevice, stream_));
+        SY_CUDA_CHECK(cudaMemcpyAsync(word, staging_ + kStagingWords, sizeof(uint32_t),
+                                      cudaMemcpyHostToDevice, stream_));
     }
     void set_own_rank(int32_t rank) { own_rank_ = rank; }
 
@@ -222,9 +239,11 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         // A staging word may be rewritten only once the copy that read it has run: words are used
         // in groups, and a group's event (recorded after its last copy) is waited for before reuse.
         const size_t index = staging_next_ % kStagingWords, group = index / kGroupWords;
-        if (index % kGroupWords == 0 && group_recorded_[group]) SY_CUDA_CHECK(cudaEventSynchronize(group_done_[group]));
+        if (index % kGroupWords == 0 && group_recorded_[group])
+            SY_CUDA_CHECK(cudaEventSynchronize(group_done_[group]));
         staging_[index] = value;
-        SY_CUDA_CHECK(cudaMemcpyAsync(address, staging_ + index, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
+        SY_CUDA_CHECK(
+            cudaMemcpyAsync(address, staging_ + index, sizeof(uint64_t), cudaMemcpyHostToDevice, stream_));
         ++staging_next_;
         if (staging_next_ % kGroupWords == 0) {
             SY_CUDA_CHECK(cudaEventRecord(group_done_[group], stream_));
@@ -246,11 +265,9 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     LagSample lag_samples_[kLagSamples];
     size_t lag_head_ = 0, lag_tail_ = 0;
     int64_t last_lag_sample_ns_ = 0;
-    bool batch_copies_ = true;
-    bool batch_worked_ = false;
-    std::vector<void*> dsts_;
-    std::vector<const void*> srcs_;
-    std::vector<size_t> sizes_;
+    static constexpr uint64_t kBytesPerBlock = 64 * 1024;
+    const jit::Kernel* copy_kernel_;
+    device::NetCopyArgs args_{};
     uint64_t* staging_ = nullptr;
     size_t staging_next_ = 0;
     cudaEvent_t group_done_[kGroups] = {};
@@ -264,10 +281,12 @@ EmulatedNetwork::EmulatedNetwork(const Setup& setup) : Network(setup.layout, set
     SY_CUDA_CHECK(cudaSetDevice(setup.device));
 
     // This rank's network state, mapped into the other ranks of the host for their engines.
-    state_ = std::make_unique<comm::SymmetricMemory>(*setup.communicator, topology, setup.device,
-                                                     static_cast<size_t>(EmulatedNetState::kBytes), setup.timeout);
+    state_ =
+        std::make_unique<comm::SymmetricMemory>(*setup.communicator, topology, setup.device,
+                                                static_cast<size_t>(EmulatedNetState::kBytes), setup.timeout);
     {
-        const auto rings = util::allocate_mapped_host<device::NetDescriptor>(size_t(num_contexts_) * kRingSlots);
+        const auto rings =
+            util::allocate_mapped_host<device::NetDescriptor>(size_t(num_contexts_) * kRingSlots);
         rings_host_ = rings.host;
         rings_device_ = rings.device;
         const auto consumed = util::allocate_mapped_host<uint64_t>(size_t(device::kNetMaxContexts));
@@ -300,8 +319,8 @@ EmulatedNetwork::EmulatedNetwork(const Setup& setup) : Network(setup.layout, set
             throw UnsupportedError("switchyard: the emulated network of rank " + std::to_string(rank_) +
                                    " cannot map rank " + std::to_string(r) + "'s buffer (not on this host)");
     }
-    executor_ = std::make_unique<CudaExecutor>(setup.device, stream_, setup.windows->local(), std::move(windows),
-                                               std::move(states));
+    executor_ = std::make_unique<CudaExecutor>(setup.device, stream_, setup.windows->local(),
+                                               std::move(windows), std::move(states));
     executor_->set_own_rank(rank_);
 
     SchedulerConfig scheduler;
@@ -348,20 +367,21 @@ int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
     for (int32_t context = 0; context < num_contexts_; ++context) {
         if (!ring_->ready(context)) continue;
         const int64_t seen = steady_ns();
-        const int taken = ring_->take(context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
-            if (request.posted_ns != 0) {
-                // Host clock minus the kernel's globaltimer: the lag plus an unknown, fixed offset.
-                const int64_t raw = seen - int64_t(request.posted_ns);
-                if (engine_.ring_lag_samples == 0) engine_.ring_lag_reference = raw;
-                const int64_t lag = raw - engine_.ring_lag_reference;
-                ++engine_.ring_lag_samples;
-                engine_.ring_lag_sum += lag;
-                engine_.ring_lag_min = std::min(engine_.ring_lag_min, lag);
-                engine_.ring_lag_max = std::max(engine_.ring_lag_max, lag);
-            }
-            const std::string problem = scheduler_->accept(context, position, request, now_ns);
-            if (!problem.empty()) report_refused(context, request, problem);
-        });
+        const int taken = ring_->take(
+            context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
+                if (request.posted_ns != 0) {
+                    // Host clock minus the kernel's globaltimer: the lag plus an unknown, fixed offset.
+                    const int64_t raw = seen - int64_t(request.posted_ns);
+                    if (engine_.ring_lag_samples == 0) engine_.ring_lag_reference = raw;
+                    const int64_t lag = raw - engine_.ring_lag_reference;
+                    ++engine_.ring_lag_samples;
+                    engine_.ring_lag_sum += lag;
+                    engine_.ring_lag_min = std::min(engine_.ring_lag_min, lag);
+                    engine_.ring_lag_max = std::max(engine_.ring_lag_max, lag);
+                }
+                const std::string problem = scheduler_->accept(context, position, request, now_ns);
+                if (!problem.empty()) report_refused(context, request, problem);
+            });
         engine_.requests += uint64_t(taken);
         if (taken == kMaxTakenPerPass) ++engine_.full_takes;
         took = took || taken > 0;
@@ -398,7 +418,8 @@ void EmulatedNetwork::refresh_stats() {
     e.queued_ns = uint64_t(s.queued_ns);
     e.ring_lag_samples = engine_.ring_lag_samples;
     if (engine_.ring_lag_samples > 0) {
-        e.ring_lag_ns = uint64_t(engine_.ring_lag_sum - int64_t(engine_.ring_lag_samples) * engine_.ring_lag_min);
+        e.ring_lag_ns =
+            uint64_t(engine_.ring_lag_sum - int64_t(engine_.ring_lag_samples) * engine_.ring_lag_min);
         e.ring_lag_max_ns = uint64_t(engine_.ring_lag_max - engine_.ring_lag_min);
     }
     e.stream_lag_samples = timing.stream_lag_samples;
@@ -445,14 +466,17 @@ void EmulatedNetwork::run() {
                 std::lock_guard<std::mutex> lock(stats_mutex_);
                 failure_ = error.what();
                 failed_ = true;
-                std::fprintf(stderr, "[switchyard] rank %d: the emulated network's engine stopped: %s\n", rank_,
-                             error.what());
+                std::fprintf(stderr, "[switchyard] rank %d: the emulated network's engine stopped: %s\n",
+                             rank_, error.what());
             }
         }
         const bool issued = scheduler_->stats().copy_calls + scheduler_->stats().write_calls != calls_before;
+        if (issued) last_issue_ns_.store(steady_ns(), std::memory_order_relaxed);
         const uint64_t number = pass_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
         const bool pending = scheduler_->has_pending();
-        iteration_bucket = took || issued ? &engine_.busy_ns : pending ? &engine_.waiting_ns : &engine_.idle_ns;
+        iteration_bucket = took || issued ? &engine_.busy_ns
+                           : pending      ? &engine_.waiting_ns
+                                          : &engine_.idle_ns;
         // Accounting for stats(): refreshed now and then while there is work, and once after it
         // (before the pass that tells drain() the network is quiet).
         if (((took || pending) && now - last_refresh >= kStatsRefreshNs) || (had_work && !took && !pending)) {
@@ -506,7 +530,8 @@ void EmulatedNetwork::report_refused(int32_t context, const device::NetDescripto
         record->observed = request.dst_offset + request.bytes;
         record->elapsed_ns = 0;
         record->detail[device::kNetDetailPeerNode] = request.peer_node;
-        record->detail[device::kNetDetailId] = request.signal_id == device::kNetNone ? -1 : int64_t(request.signal_id);
+        record->detail[device::kNetDetailId] =
+            request.signal_id == device::kNetNone ? -1 : int64_t(request.signal_id);
         record->detail[device::kNetDetailContext] = context;
         record->detail[device::kNetDetailWhat] = 0;  // refused by the engine (the kernel checks first)
         record->detail[device::kNetDetailTransport] = device::kNetTransportMarker;
@@ -553,7 +578,8 @@ void EmulatedNetwork::clear_for_reset() {
     // kernel runs: rings, positions and state start over.
     ring_->clear();
     SY_CUDA_CHECK(cudaSetDevice(setup_.device));
-    SY_CUDA_CHECK(cudaMemsetAsync(state_->local(), 0, static_cast<size_t>(EmulatedNetState::kBytes), stream_));
+    SY_CUDA_CHECK(
+        cudaMemsetAsync(state_->local(), 0, static_cast<size_t>(EmulatedNetState::kBytes), stream_));
     SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     {
         std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -572,6 +598,21 @@ void EmulatedNetwork::resume_after_reset() {
 std::string EmulatedNetwork::failure() const {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     return failure_;
+}
+
+std::string EmulatedNetwork::pending_note() const {
+    if (!stream_ || shut_down_) return {};
+    const cudaError_t status = cudaStreamQuery(stream_);
+    if (status != cudaErrorNotReady) return {};
+    (void)cudaGetLastError();  // not ready is not an error
+    const double age_s = double(steady_ns() - last_issue_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    char text[160];
+    std::snprintf(
+        text, sizeof text,
+        "its copy stream has not yet run all it was given (the latest %.3f s ago): deliveries issued "
+        "but waiting for the GPU",
+        age_s);
+    return text;
 }
 
 NetworkStats EmulatedNetwork::stats() const {

@@ -62,6 +62,7 @@ class EmulatedNetwork final : public Network {
     void shutdown() override;
     NetworkStats stats() const override;
     std::string failure() const override;
+    std::string pending_note() const override;
     void expect_traffic() override;
 
     // Descriptors per context ring.
@@ -100,7 +101,8 @@ class EmulatedNetwork final : public Network {
     std::atomic<bool> pause_requested_{false};
     std::atomic<bool> paused_{false};
     std::atomic<uint64_t> pass_count_{0};
-    std::atomic<uint64_t> quiet_pass_{0};  // the latest pass that found nothing to do and the stream idle
+    std::atomic<uint64_t> quiet_pass_{0};    // the latest pass that found nothing to do and the stream idle
+    std::atomic<int64_t> last_issue_ns_{0};  // steady clock of the latest pass that issued copies or words
     std::atomic<bool> failed_{false};
     // expect_traffic(): when an op last announced itself, and the engine's idle wait it may cut short.
     std::atomic<int64_t> expected_ns_{0};

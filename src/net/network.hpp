@@ -23,8 +23,8 @@ const char* network_kind_name(NetworkKind kind);
 // was asked (one NVLink domain needs no network). Throws UnsupportedError when the request cannot
 // be met: the emulated network needs every rank on one host, GIN needs nodes that are hosts and a
 // communicator over an ncclComm_t (`communicator_is_nccl`; `communicator` names it in messages).
-NetworkKind resolve_network_kind(const BufferConfig& config, const Topology& topology, bool communicator_is_nccl,
-                                 const std::string& communicator);
+NetworkKind resolve_network_kind(const BufferConfig& config, const Topology& topology,
+                                 bool communicator_is_nccl, const std::string& communicator);
 
 // Checks the network fields of `config` (InvalidArgument naming the field).
 void validate_network_config(const BufferConfig& config, int num_ranks);
@@ -70,6 +70,11 @@ class Network {
     virtual NetworkStats stats() const = 0;
     // Why the network stopped delivering on this rank (empty while it works).
     virtual std::string failure() const { return {}; }
+    // For a timeout over the network: what this rank's network has issued but the GPU has not yet
+    // run ("its copy stream still holds work issued 11.9 s ago"), empty when nothing is pending or
+    // the backend cannot tell. Tells a receiver stuck behind undelivered work from a sender that
+    // never asked.
+    virtual std::string pending_note() const { return {}; }
 
     // Buffer::check_network's state (network_check.cpp): device words for the kernel's results
     // (and their pinned host mirror), and the values its signals and counters reached so far

@@ -1,5 +1,6 @@
 // The network's device code compiles for both backends: the network check kernel family
-// (transport/net_check.cuh) for the emulated network through NVRTC, and for NCCL GIN, with the
+// (transport/net_check.cuh) and the engine's copy kernel (transport/net_copy.cuh) for the emulated
+// network through NVRTC, and for NCCL GIN, with the
 // library's GIN set-up kernels, through the nvcc path against the NCCL headers the library was
 // built with (skipped, saying why, where nvcc or those headers are missing). No spills.
 #include <cstdio>
@@ -27,10 +28,24 @@ SY_TEST(NetKernels, EmulatedCheckCompilesWithNvrtc) {
     jit::CompileOptions options;
     options.arch = "sm_90a";
     const jit::CompiledKernel compiled = jit::compile(check_source("Emulated"), options);
-    std::printf("  net_check_kernel<NetEmulated> sm_90a: %d registers, %d spill bytes%s\n", compiled.num_registers,
-                compiled.spill_bytes, compiled.cache_hit ? " (cache hit)" : "");
+    std::printf("  net_check_kernel<NetEmulated> sm_90a: %d registers, %d spill bytes%s\n",
+                compiled.num_registers, compiled.spill_bytes, compiled.cache_hit ? " (cache hit)" : "");
     SY_CHECK(compiled.cubin.size() > 4);
     SY_CHECK_EQ(compiled.spill_bytes, 0);
+}
+
+// The emulated network engine's copy kernel: one block of 512 threads per SM it is given, so no
+// spills and few enough registers to fit beside the ranks' kernels.
+SY_TEST(NetKernels, EngineCopyKernelCompilesWithNvrtc) {
+    jit::CompileOptions options;
+    options.arch = "sm_90a";
+    const jit::KernelSource source = net::network_engine_catalog()[0];
+    const jit::CompiledKernel compiled = jit::compile(source, options);
+    std::printf("  %s sm_90a: %d registers, %d spill bytes%s\n", source.kernel.c_str(),
+                compiled.num_registers, compiled.spill_bytes, compiled.cache_hit ? " (cache hit)" : "");
+    SY_CHECK(compiled.cubin.size() > 4);
+    SY_CHECK_EQ(compiled.spill_bytes, 0);
+    SY_CHECK(compiled.num_registers <= 128);
 }
 
 SY_TEST(NetKernels, GinUnderNvrtcStopsWithAClearMessage) {
@@ -59,7 +74,9 @@ void compile_with_nvcc(const jit::KernelSource& source, const char* arch) {
     std::printf("  %s %s (nvcc): %d registers, %d spill bytes, entry %s%s\n", source.kernel.c_str(), arch,
                 compiled.num_registers, compiled.spill_bytes, compiled.lowered_name.c_str(),
                 compiled.cache_hit ? " (cache hit)" : "");
-    SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4, "\x7f" "ELF") == 0);
+    SY_CHECK(compiled.cubin.size() > 4 && compiled.cubin.compare(0, 4,
+                                                                 "\x7f"
+                                                                 "ELF") == 0);
     SY_CHECK(!compiled.lowered_name.empty());
     SY_CHECK_EQ(compiled.spill_bytes, 0);
     // A second compile of the same source is a cache hit under the nvcc path's own key.

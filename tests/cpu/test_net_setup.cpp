@@ -10,6 +10,7 @@
 #include "comm/topology.hpp"
 #include "common/testing.hpp"
 #include "core/error_state.hpp"
+#include "core/tuning.hpp"
 #include "net/gin_network.hpp"
 #include "net/network.hpp"
 #include "switchyard/communicator.hpp"
@@ -50,16 +51,22 @@ SY_TEST(NetSetup, BackendFollowsNodesAndCommunicator) {
     // One node needs no network whatever was asked (a single-node NCCL communicator keeps CUDA IPC).
     SY_CHECK(net::resolve_network_kind(with_backend(NetworkBackend::kGin), topology(4, 1), true, "nccl") ==
              NetworkKind::kNone);
-    SY_CHECK(net::resolve_network_kind(automatic, topology(4, 1, 2), false, "in-process") == NetworkKind::kEmulated);
-    SY_CHECK(net::resolve_network_kind(automatic, topology(4, 2), true, "nccl rank 0 of 4") == NetworkKind::kGin);
-    SY_CHECK_THROWS_WITH(net::resolve_network_kind(automatic, topology(4, 2), false, "local-process rank 0 of 4"),
-                         UnsupportedError, "needs a communicator over an ncclComm_t");
-    SY_CHECK_THROWS_WITH(net::resolve_network_kind(automatic, topology(4, 2), false, "local-process rank 0 of 4"),
-                         UnsupportedError, "local-process rank 0 of 4");
-    SY_CHECK_THROWS_WITH(net::resolve_network_kind(with_backend(NetworkBackend::kEmulated), topology(4, 2), true, "nccl"),
-                         UnsupportedError, "emulated nodes of one host");
-    SY_CHECK_THROWS_WITH(net::resolve_network_kind(with_backend(NetworkBackend::kGin), topology(4, 1, 2), true, "nccl"),
-                         UnsupportedError, "emulated-nodes override");
+    SY_CHECK(net::resolve_network_kind(automatic, topology(4, 1, 2), false, "in-process") ==
+             NetworkKind::kEmulated);
+    SY_CHECK(net::resolve_network_kind(automatic, topology(4, 2), true, "nccl rank 0 of 4") ==
+             NetworkKind::kGin);
+    SY_CHECK_THROWS_WITH(
+        net::resolve_network_kind(automatic, topology(4, 2), false, "local-process rank 0 of 4"),
+        UnsupportedError, "needs a communicator over an ncclComm_t");
+    SY_CHECK_THROWS_WITH(
+        net::resolve_network_kind(automatic, topology(4, 2), false, "local-process rank 0 of 4"),
+        UnsupportedError, "local-process rank 0 of 4");
+    SY_CHECK_THROWS_WITH(
+        net::resolve_network_kind(with_backend(NetworkBackend::kEmulated), topology(4, 2), true, "nccl"),
+        UnsupportedError, "emulated nodes of one host");
+    SY_CHECK_THROWS_WITH(
+        net::resolve_network_kind(with_backend(NetworkBackend::kGin), topology(4, 1, 2), true, "nccl"),
+        UnsupportedError, "emulated-nodes override");
 }
 
 SY_TEST(NetSetup, ConfigurationChecks) {
@@ -102,8 +109,7 @@ SY_TEST(NetSetup, GinVerdicts) {
     SY_CHECK_EQ(judge_gin(0, 22809, 22809, "", true, true, "").missing, 0u);
     SY_CHECK_EQ(judge_gin(0, 22809, 23007, "", true, true, "").missing, uint32_t(net::kGinVersionMismatch));
     SY_CHECK_EQ(judge_gin(0, 22805, 22805, "", true, true, "").missing, uint32_t(net::kGinTooOld));
-    SY_CHECK_EQ(judge_gin(0, 0, 22809, "", true, true, "").missing,
-                uint32_t(net::kGinNotBuilt));
+    SY_CHECK_EQ(judge_gin(0, 0, 22809, "", true, true, "").missing, uint32_t(net::kGinNotBuilt));
     SY_CHECK_EQ(judge_gin(0, 22809, 0, "libnccl.so.2: cannot open", false, true, "").missing,
                 uint32_t(net::kGinNoLibrary));
     SY_CHECK_EQ(judge_gin(0, 22809, 22809, "", false, true, "").missing, uint32_t(net::kGinNoEntryPoints));
@@ -111,18 +117,22 @@ SY_TEST(NetSetup, GinVerdicts) {
     SY_CHECK_EQ(no_kernels.missing, uint32_t(net::kGinNoKernels));
     SY_CHECK(std::string(no_kernels.detail) == "nvcc not found");
     // Kernels are not held against a rank that fails earlier.
-    SY_CHECK_EQ(judge_gin(0, 22809, 22805, "", true, false, "x").missing, uint32_t(net::kGinTooOld | net::kGinVersionMismatch));
+    SY_CHECK_EQ(judge_gin(0, 22809, 22805, "", true, false, "x").missing,
+                uint32_t(net::kGinTooOld | net::kGinVersionMismatch));
 }
 
 SY_TEST(NetSetup, EveryRankRaisesTheSameMessageNamingVersions) {
     std::vector<net::GinCapability> all;
-    for (int rank = 0; rank < 12; ++rank) all.push_back(net::judge_gin(rank, 22809, 22809, "", true, true, ""));
+    for (int rank = 0; rank < 12; ++rank)
+        all.push_back(net::judge_gin(rank, 22809, 22809, "", true, true, ""));
     net::agree_on_gin(all, "capability", 2);  // all capable: no throw
     all[3] = net::judge_gin(3, 22809, 22707, "", true, true, "");
     SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError,
                          "rank 3: NCCL 2.28.9 compiled, 2.27.7 running");
-    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError, "GIN needs NCCL 2.28.9 or newer");
-    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError, "differs from the headers");
+    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError,
+                         "GIN needs NCCL 2.28.9 or newer");
+    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError,
+                         "differs from the headers");
     SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError, "1 of 12 rank(s)");
     SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "capability", 2), UnsupportedError, "none waits for another");
     // A device-communicator failure (no NIC) on many ranks: listed, then counted.
@@ -130,9 +140,12 @@ SY_TEST(NetSetup, EveryRankRaisesTheSameMessageNamingVersions) {
         capability.missing = net::kGinDevCommFailed;
         std::strcpy(capability.detail, "ncclDevCommCreate: NCCL error 5 (invalid usage) GIN not supported");
     }
-    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError, "GIN-capable RDMA NIC");
-    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError, "GIN not supported");
-    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError, "and 4 more rank(s)");
+    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError,
+                         "GIN-capable RDMA NIC");
+    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError,
+                         "GIN not supported");
+    SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError,
+                         "and 4 more rank(s)");
     SY_CHECK_THROWS_WITH(net::agree_on_gin(all, "device communicator", 3), UnsupportedError, "span 3 nodes");
 }
 
@@ -196,7 +209,23 @@ SY_TEST(NetSetup, NetworkErrorsNameNodeAndTransport) {
     record.detail[device::kNetDetailWhat] = device::kNetBadDestination;
     record.expected = 1 << 20;
     record.observed = (1 << 20) + 64;
-    SY_CHECK_THROWS_WITH(core::throw_error_record(record, 2.0), Error, "destination range ends past the window");
+    SY_CHECK_THROWS_WITH(core::throw_error_record(record, 2.0), Error,
+                         "destination range ends past the window");
 }
 
 SY_TEST_MAIN()
+
+// The emulated network's copies may run on SMs: the ranks of its GPU leave 4 SMs each for them.
+SY_TEST(NetSetup, EmulatedNetworkLeavesSmsForItsCopies) {
+    SY_CHECK_EQ(tuning::rank_sm_budget(132, 1, false), 132);
+    SY_CHECK_EQ(tuning::rank_sm_budget(132, 2, false), 66);
+    SY_CHECK_EQ(tuning::rank_sm_budget(132, 2, true), 62);
+    SY_CHECK_EQ(tuning::rank_sm_budget(132, 4, true), 29);
+    SY_CHECK_EQ(tuning::rank_sm_budget(132, 8, true), 12);
+    SY_CHECK_EQ(tuning::rank_sm_budget(132, 0, false), 132);
+    SY_CHECK_EQ(tuning::rank_sm_budget(8, 4, true), 1);  // never below one SM
+    for (int ranks = 1; ranks <= 8; ++ranks)
+        SY_CHECK(ranks * tuning::rank_sm_budget(132, ranks, true) +
+                     ranks * tuning::kEmulatedNetworkSmsPerRank <=
+                 132);
+}
