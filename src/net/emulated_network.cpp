@@ -20,12 +20,8 @@
 
 namespace switchyard::net {
 
-// Threads of each block of the copy kernel.
-constexpr int kNetCopyThreads = 512;
-
 std::vector<jit::KernelSource> network_engine_catalog() {
-    return {{"net_copy", "switchyard/transport/net_copy.cuh",
-             "switchyard::device::net_copy_kernel<" + std::to_string(kNetCopyThreads) + ">"}};
+    return {{"net_copy", "switchyard/transport/net_copy.cuh", "switchyard::device::net_copy_kernel"}};
 }
 
 namespace {
@@ -103,26 +99,29 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         timing_.copy_call_ns += uint64_t(end - start);
         sample_stream_lag(start, end);
     }
-    // One launch of the copy kernel per kNetCopyMaxItems copies, with as many blocks as the call's
-    // bytes use (a block per 64 KiB, at most the SMs the ranks' budgets leave free per rank).
+    // The copies cut into pieces of kNetCopyPieceBytes, one launch of the copy kernel per
+    // kNetCopyMaxItems pieces, a block per piece up to what the SMs the ranks leave free hold.
     void copy_once(const Copy* copies, size_t count) {
-        for (size_t first = 0; first < count; first += size_t(device::kNetCopyMaxItems)) {
-            const size_t n = std::min(count - first, size_t(device::kNetCopyMaxItems));
-            args_.count = int32_t(n);
-            uint64_t bytes = 0;
-            for (size_t i = 0; i < n; ++i) {
-                const Copy& copy = copies[first + i];
-                args_.items[i] = {reinterpret_cast<uint64_t>(windows_[copy.dst_rank] + copy.dst_offset),
-                                  reinterpret_cast<uint64_t>(local_window_ + copy.src_offset), copy.bytes};
-                bytes += copy.bytes;
+        args_.count = 0;
+        for (size_t i = 0; i < count; ++i) {
+            const Copy& copy = copies[i];
+            const uint64_t dst = reinterpret_cast<uint64_t>(windows_[copy.dst_rank] + copy.dst_offset);
+            const uint64_t src = reinterpret_cast<uint64_t>(local_window_ + copy.src_offset);
+            for (uint64_t done = 0; done < copy.bytes; done += device::kNetCopyPieceBytes) {
+                if (args_.count == device::kNetCopyMaxItems) launch_pieces();
+                args_.items[args_.count++] = {dst + done, src + done,
+                                              std::min(device::kNetCopyPieceBytes, copy.bytes - done)};
             }
-            jit::LaunchConfig config;
-            config.grid[0] = unsigned(std::clamp<uint64_t>((bytes + kBytesPerBlock - 1) / kBytesPerBlock, 1,
-                                                           uint64_t(tuning::kEmulatedNetworkSmsPerRank)));
-            config.block[0] = unsigned(kNetCopyThreads);
-            config.stream = stream_;
-            jit::launch(*copy_kernel_, config, &args_, sizeof(args_));
         }
+        if (args_.count > 0) launch_pieces();
+    }
+    void launch_pieces() {
+        jit::LaunchConfig config;
+        config.grid[0] = unsigned(std::min(args_.count, kMaxBlocks));
+        config.block[0] = unsigned(device::kNetCopyThreads);
+        config.stream = stream_;
+        jit::launch(*copy_kernel_, config, &args_, sizeof(args_));
+        args_.count = 0;
     }
     // The words of one scheduler call: one cuStreamBatchMemOp per 255 (each write fences the
     // stream's earlier writes, the copies, as cuStreamWriteValue64 does), or one write each.
@@ -265,7 +264,9 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     LagSample lag_samples_[kLagSamples];
     size_t lag_head_ = 0, lag_tail_ = 0;
     int64_t last_lag_sample_ns_ = 0;
-    static constexpr uint64_t kBytesPerBlock = 64 * 1024;
+    // Blocks of one launch: what the SMs the ranks leave free per rank hold at once
+    // (tuning::kEmulatedNetworkSmsPerRank).
+    static constexpr int32_t kMaxBlocks = device::kNetCopyBlocksPerSm * tuning::kEmulatedNetworkSmsPerRank;
     const jit::Kernel* copy_kernel_;
     device::NetCopyArgs args_{};
     uint64_t* staging_ = nullptr;

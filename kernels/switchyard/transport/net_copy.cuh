@@ -13,15 +13,24 @@
 
 namespace switchyard::device {
 
-// One copy: device addresses (any alignment) and its length.
+// One piece of a copy: device addresses (any alignment) and its length, at most
+// kNetCopyPieceBytes (the engine cuts its copies into pieces).
 struct NetCopyItem {
     uint64_t dst;
     uint64_t src;
     uint64_t bytes;
 };
 
-// Copies per launch: the arguments travel by value (12 KB of kernel parameters), so the engine
-// needs no staging memory; a call with more copies takes several launches.
+// A piece is what one block moves with one load per thread in flight per 16 bytes: 32 KiB over 512
+// threads, four 16-byte loads each, then four stores.
+constexpr int32_t kNetCopyThreads = 512;
+constexpr int32_t kNetCopyUnitsPerThread = 4;
+constexpr uint64_t kNetCopyPieceBytes = uint64_t(kNetCopyThreads) * kNetCopyUnitsPerThread * 16;
+// Blocks the kernel is built to fit on one SM (registers): the engine's launches are sized by it.
+constexpr int32_t kNetCopyBlocksPerSm = 4;
+
+// Pieces per launch: the arguments travel by value (12 KB of kernel parameters), so the engine
+// needs no staging memory; a call with more pieces takes several launches.
 constexpr int32_t kNetCopyMaxItems = 512;
 
 struct NetCopyArgs {
@@ -34,50 +43,58 @@ struct NetCopyArgs {
 
 namespace net_copy_detail {
 
-// The part of `item` that block `part` of `parts` moves: 16-byte units when both ends allow them
-// (four loads in flight per thread, read past L1: sources were written by other kernels), else 8-
-// or 1-byte units; the bytes after the last whole unit go to part 0.
-template <int kThreads, typename Unit>
-SY_DEVICE void copy_units(const NetCopyItem& item, int32_t part, int32_t parts) {
-    constexpr int kInFlight = 4;
-    const uint64_t units = item.bytes / sizeof(Unit);
-    Unit* dst = reinterpret_cast<Unit*>(item.dst);
-    const Unit* src = reinterpret_cast<const Unit*>(item.src);
-    const uint64_t stride = uint64_t(parts) * kThreads;
-    uint64_t u = uint64_t(part) * kThreads + threadIdx.x;
-    for (; u + (kInFlight - 1) * stride < units; u += kInFlight * stride) {
-        Unit values[kInFlight];
+// One piece by one block, both ends 16-byte aligned: every thread's loads in flight (read past L1:
+// sources were written by other kernels) before its stores; the bytes after the last whole unit
+// by the first threads.
+SY_DEVICE void copy_aligned_piece(const NetCopyItem& item) {
+    const uint32_t units = uint32_t(item.bytes / 16);
+    uint4* dst = reinterpret_cast<uint4*>(item.dst);
+    const uint4* src = reinterpret_cast<const uint4*>(item.src);
+    uint4 values[kNetCopyUnitsPerThread];
 #pragma unroll
-        for (int i = 0; i < kInFlight; ++i) values[i] = __ldcg(src + u + i * stride);
+    for (int i = 0; i < kNetCopyUnitsPerThread; ++i) {
+        const uint32_t u = uint32_t(i) * kNetCopyThreads + threadIdx.x;
+        if (u < units) values[i] = __ldcg(src + u);
+    }
 #pragma unroll
-        for (int i = 0; i < kInFlight; ++i) __stcg(dst + u + i * stride, values[i]);
+    for (int i = 0; i < kNetCopyUnitsPerThread; ++i) {
+        const uint32_t u = uint32_t(i) * kNetCopyThreads + threadIdx.x;
+        if (u < units) __stcg(dst + u, values[i]);
     }
-    for (; u < units; u += stride) __stcg(dst + u, __ldcg(src + u));
-    if (part == 0) {
-        const uint64_t tail = units * sizeof(Unit);
-        for (uint64_t b = tail + threadIdx.x; b < item.bytes; b += kThreads)
-            reinterpret_cast<uint8_t*>(item.dst)[b] =
-                __ldcg(reinterpret_cast<const unsigned char*>(item.src) + b);
-    }
+    const uint32_t tail = units * 16 + threadIdx.x;
+    if (tail < item.bytes)
+        reinterpret_cast<uint8_t*>(item.dst)[tail] =
+            __ldcg(reinterpret_cast<const unsigned char*>(item.src) + tail);
+}
+
+// A piece with an end off 16-byte alignment (rare: the kernels' requests are 16-byte aligned but
+// for a few words): 8-byte units where both ends allow them, else bytes.
+template <typename Unit>
+SY_DEVICE void copy_unaligned_piece(const NetCopyItem& item) {
+    const uint32_t units = uint32_t(item.bytes / sizeof(Unit));
+    for (uint32_t u = threadIdx.x; u < units; u += kNetCopyThreads)
+        reinterpret_cast<Unit*>(item.dst)[u] = __ldcg(reinterpret_cast<const Unit*>(item.src) + u);
+    const uint32_t tail = units * uint32_t(sizeof(Unit)) + threadIdx.x;
+    if (tail < item.bytes)
+        reinterpret_cast<uint8_t*>(item.dst)[tail] =
+            __ldcg(reinterpret_cast<const unsigned char*>(item.src) + tail);
 }
 
 }  // namespace net_copy_detail
 
-// Every block takes a share of every copy; copy i starts at block i % gridDim.x, so a call of
-// many small copies spreads over the blocks.
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads) net_copy_kernel(const __grid_constant__ NetCopyArgs args) {
-    const int32_t parts = int32_t(gridDim.x);
-    for (int32_t i = 0; i < args.count; ++i) {
+// Block b moves pieces b, b + gridDim.x, ...; pieces are independent (the executor's contract), so
+// a call's bytes spread over as many blocks as the GPU has room for.
+__global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
+    net_copy_kernel(const __grid_constant__ NetCopyArgs args) {
+    for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x)) {
         const NetCopyItem& item = args.items[i];
-        const int32_t part = (int32_t(blockIdx.x) + parts - i % parts) % parts;
         const uint64_t alignment = item.dst | item.src;
         if ((alignment & 15) == 0)
-            net_copy_detail::copy_units<kThreads, uint4>(item, part, parts);
+            net_copy_detail::copy_aligned_piece(item);
         else if ((alignment & 7) == 0)
-            net_copy_detail::copy_units<kThreads, unsigned long long>(item, part, parts);
+            net_copy_detail::copy_unaligned_piece<unsigned long long>(item);
         else
-            net_copy_detail::copy_units<kThreads, unsigned char>(item, part, parts);
+            net_copy_detail::copy_unaligned_piece<unsigned char>(item);
     }
 }
 
