@@ -19,26 +19,26 @@ namespace switchyard {
 // time in CUDA calls per call, how late it issues chunks against their wire slots, how long the
 // GPU takes to run what it issued, and how long descriptors wait in the rings before it takes them.
 struct NetworkEngineStats {
-    uint64_t passes = 0;        // engine loop passes
-    uint64_t requests = 0;      // descriptors taken from the rings
-    uint64_t full_takes = 0;    // takes that hit the per-pass limit (a ring backlog)
-    uint64_t batches = 0;       // batches formed (a lane's due requests, coalesced)
+    uint64_t passes = 0;          // engine loop passes
+    uint64_t requests = 0;        // descriptors taken from the rings
+    uint64_t full_takes = 0;      // takes that hit the per-pass limit (a ring backlog)
+    uint64_t batches = 0;         // batches formed (a lane's due requests, coalesced)
     uint64_t coalesce_waits = 0;  // times a lane's due requests waited for more to coalesce
-    uint64_t copy_calls = 0;    // copy calls (cudaMemcpyBatchAsync)
-    uint64_t copy_call_ns = 0;  // time in them
-    uint64_t copies = 0;        // copies they made
-    uint64_t copy_bytes = 0;    // bytes they moved
-    uint64_t write_calls = 0;   // calls writing signals, counters and flush reports
-    uint64_t words = 0;         // words they wrote (a word takes every add due to it at once)
+    uint64_t copy_calls = 0;      // copy calls (copy-kernel launches or cudaMemcpyBatchAsync)
+    uint64_t copy_call_ns = 0;    // time in them
+    uint64_t copies = 0;          // copies they made
+    uint64_t copy_bytes = 0;      // bytes they moved
+    uint64_t write_calls = 0;     // calls writing signals, counters and flush reports
+    uint64_t words = 0;           // words they wrote (a word takes every add due to it at once)
     uint64_t write_call_ns = 0;
     uint64_t signal_adds = 0;
     // The engine loop's time: passes that took or issued something, passes with work not yet due
     // (latency, wire slots, coalescing), passes with nothing to do.
     uint64_t busy_ns = 0, waiting_ns = 0, idle_ns = 0;
-    uint64_t wire_ns = 0;       // wire time reserved (bytes / cap)
-    uint64_t late_ns = 0;       // per copy call, how far past its wire slot's end its most overdue
-    uint64_t late_max_ns = 0;   // chunk was (summed; the largest)
-    uint64_t queued_ns = 0;     // per chunk, from its batch being due to its issue (summed)
+    uint64_t wire_ns = 0;      // wire time reserved (bytes / cap)
+    uint64_t late_ns = 0;      // per copy call, how far past its wire slot's end its most overdue
+    uint64_t late_max_ns = 0;  // chunk was (summed; the largest)
+    uint64_t queued_ns = 0;    // per chunk, from its batch being due to its issue (summed)
     // Ring lag: from a kernel posting a descriptor (its globaltimer) to the engine taking it (host
     // clock). The clocks differ by an unknown offset, so the smallest lag seen counts as zero:
     // sums and maximum above that minimum.
@@ -66,13 +66,15 @@ struct NetworkStats {
     std::vector<uint64_t> bytes_requested_to_rank;  // [R] payload of the puts this rank's kernels issued
     std::vector<uint64_t> puts_to_rank;             // [R] put requests
     std::vector<uint64_t> signals_to_rank;          // [R] signal adds delivered
-    uint64_t copies = 0;            // copies the engine issued after coalescing and chunking
-    uint64_t flushes = 0;           // flush requests
-    uint64_t bytes_withheld = 0;    // payload a withheld rank did not deliver (BufferConfig)
-    uint64_t invalid_requests = 0;  // requests refused (each also poisons the buffer)
-    std::string signal_writes;      // how signals are written: "stream memory operations" or
-                                    // "8-byte copies from pinned memory"
-    NetworkEngineStats engine;      // emulated network only
+    uint64_t copies = 0;                            // copies the engine issued after coalescing and chunking
+    uint64_t flushes = 0;                           // flush requests
+    uint64_t bytes_withheld = 0;                    // payload a withheld rank did not deliver (BufferConfig)
+    uint64_t invalid_requests = 0;                  // requests refused (each also poisons the buffer)
+    std::string signal_writes;                      // how signals are written: "stream memory operations" or
+                                                    // "8-byte copies from pinned memory"
+    std::string copies_by;      // how payload is copied: the engine's copy kernel, or driver
+                                // copies when a CUDA tool (sanitizer, profiler) is attached
+    NetworkEngineStats engine;  // emulated network only
 
     // [N] bytes_to_rank summed per destination node.
     std::vector<uint64_t> bytes_to_node() const;
@@ -101,22 +103,22 @@ struct NetworkCheck {
     Pattern pattern = Pattern::kStream;
     int32_t rounds = 1;
     int32_t puts_per_round = 64;
-    int32_t puts_per_signal = 8;             // 0: one signal per round
+    int32_t puts_per_signal = 8;              // 0: one signal per round
     uint64_t put_bytes = uint64_t(64) << 10;  // a multiple of 8
-    int32_t num_contexts = 1;                // group g (stream) or round r (reuse) uses context g % n
-    bool use_flush = false;                  // kReuse
-    bool check_every_signal = true;          // kStream: off for bandwidth runs (checks at the end only)
-    bool lane_parallel = true;               // kStream: a group's unsignalled puts from 32 lanes at
-                                             // once (false: one thread posts every request)
-    int32_t channels = 16;                   // kChannels: sender warps, 1 to 16
+    int32_t num_contexts = 1;                 // group g (stream) or round r (reuse) uses context g % n
+    bool use_flush = false;                   // kReuse
+    bool check_every_signal = true;           // kStream: off for bandwidth runs (checks at the end only)
+    bool lane_parallel = true;                // kStream: a group's unsignalled puts from 32 lanes at
+                                              // once (false: one thread posts every request)
+    int32_t channels = 16;                    // kChannels: sender warps, 1 to 16
     uint32_t seed = 1;
 };
 
 struct NetworkCheckResult {
-    int64_t bad_slots = 0;       // puts whose bytes were not what the contract promised when checked
+    int64_t bad_slots = 0;        // puts whose bytes were not what the contract promised when checked
     int32_t first_bad_node = -1;  // the source node and put of the first, or -1
     int32_t first_bad_put = -1;
-    uint64_t bytes_sent = 0;      // payload this rank put
+    uint64_t bytes_sent = 0;  // payload this rank put
     // The GPU's global timer (ns, one clock per GPU): when this rank began sending and when it saw
     // its last signal. Bandwidth: a peer's bytes_sent / (receive_end_ns - the peer's send_start_ns).
     int64_t send_start_ns = 0;
@@ -145,9 +147,9 @@ struct HtNetworkShape {
 };
 
 enum class HtNetworkOp {
-    kDispatch,                 // dispatch or cached dispatch
-    kCombine,                  // combine
-    kCombineWithHomeWeights,   // flat weighted combine (expert-major layouts): the homes' weights travel
+    kDispatch,                // dispatch or cached dispatch
+    kCombine,                 // combine
+    kCombineWithHomeWeights,  // flat weighted combine (expert-major layouts): the homes' weights travel
 };
 
 // [R]: payload bytes rank `rank` puts to each rank in one op of `shape`, given every rank's top-k

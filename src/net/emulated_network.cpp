@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/stream_pool.hpp"
 #include "core/tuning.hpp"
@@ -44,6 +46,20 @@ jit::KernelSource network_copy_source() {
     return network_engine_catalog()[0];
 }
 
+// Whether a CUDA tool (compute-sanitizer, a profiler) is injected into this process. Such a tool
+// may hold a kernel launch until the device is idle, and the ranks' kernels wait for the engine's
+// deliveries: under compute-sanitizer memcheck the engine's first copy-kernel launch never returned
+// (HierHtSanitizer.SmallTwoNodeRoundTrip timed out, 2026-12-02). The driver's copies, which such
+// tools do not hold, move the bytes then; everything else is as without the tool.
+bool cuda_tool_attached() {
+    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+    if (injection && *injection) return true;
+    const char* preload = std::getenv("LD_PRELOAD");
+    const std::string preloaded = preload ? preload : "";
+    return preloaded.find("sanitizer") != std::string::npos ||
+           preloaded.find("Injection") != std::string::npos;
+}
+
 // Descriptors taken from one ring per pass, so one busy context cannot hold the others back.
 constexpr int kMaxTakenPerPass = 1024;
 // How often the engine refreshes the accounting stats() reads while it has work.
@@ -62,7 +78,7 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
           local_window_(local_window),
           windows_(std::move(windows)),
           states_(std::move(states)),
-          copy_kernel_(&jit::get_kernel(network_copy_source(), device)) {
+          copy_kernel_(cuda_tool_attached() ? nullptr : &jit::get_kernel(network_copy_source(), device)) {
         // Stream memory operations: the entry point and the device's say-so.
         try {
             const jit::DriverApi& api = jit::driver();
@@ -101,7 +117,9 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     }
     // The copies cut into pieces of kNetCopyPieceBytes, one launch of the copy kernel per
     // kNetCopyMaxItems pieces, a block per piece up to what the SMs the ranks leave free hold.
+    // With a CUDA tool attached, the driver's copies instead (cuda_tool_attached()).
     void copy_once(const Copy* copies, size_t count) {
+        if (!copy_kernel_) return driver_copies(copies, count);
         args_.count = 0;
         for (size_t i = 0; i < count; ++i) {
             const Copy& copy = copies[i];
@@ -114,6 +132,26 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
             }
         }
         if (args_.count > 0) launch_pieces();
+    }
+    // One cudaMemcpyBatchAsync per call: source read in stream order, the copy engines preferred.
+    void driver_copies(const Copy* copies, size_t count) {
+        dsts_.resize(count);
+        srcs_.resize(count);
+        sizes_.resize(count);
+        for (size_t i = 0; i < count; ++i) {
+            dsts_[i] = windows_[copies[i].dst_rank] + copies[i].dst_offset;
+            srcs_[i] = local_window_ + copies[i].src_offset;
+            sizes_[i] = copies[i].bytes;
+        }
+        cudaMemcpyAttributes attributes{};
+        attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+        attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;
+        size_t attribute_index = 0;
+        SY_CUDA_CHECK(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), count, &attributes,
+                                           &attribute_index, 1, stream_));
+    }
+    const char* copy_path() const {
+        return copy_kernel_ ? "the engine's copy kernel" : "driver copies (a CUDA tool is attached)";
     }
     void launch_pieces() {
         jit::LaunchConfig config;
@@ -267,8 +305,11 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     // Blocks of one launch: what the SMs the ranks leave free per rank hold at once
     // (tuning::kEmulatedNetworkSmsPerRank).
     static constexpr int32_t kMaxBlocks = device::kNetCopyBlocksPerSm * tuning::kEmulatedNetworkSmsPerRank;
-    const jit::Kernel* copy_kernel_;
+    const jit::Kernel* copy_kernel_;  // null: driver copies
     device::NetCopyArgs args_{};
+    std::vector<void*> dsts_;
+    std::vector<const void*> srcs_;
+    std::vector<size_t> sizes_;
     uint64_t* staging_ = nullptr;
     size_t staging_next_ = 0;
     cudaEvent_t group_done_[kGroups] = {};
@@ -625,6 +666,7 @@ NetworkStats EmulatedNetwork::stats() const {
     out.local_index = layout_.local_index;
     out.accounted = true;
     out.signal_writes = executor_->memops() ? "stream memory operations" : "8-byte copies from pinned memory";
+    out.copies_by = executor_->copy_path();
     std::lock_guard<std::mutex> lock(stats_mutex_);
     out.bytes_to_rank = stats_snapshot_.bytes_delivered;
     out.bytes_requested_to_rank = stats_snapshot_.bytes_requested;

@@ -95,8 +95,10 @@ SY_TEST(NetEmulated, DeliveryAndAccountingInEveryShape) {
             }
             SY_CHECK_EQ(s.bytes_withheld, uint64_t(0));
             SY_CHECK_EQ(s.invalid_requests, uint64_t(0));
-            std::printf("    rank %d: %llu copies for %d puts, signals by %s\n", rank, (unsigned long long)s.copies,
-                        check.rounds * check.puts_per_round * (shape.nodes - 1), s.signal_writes.c_str());
+            std::printf("    rank %d: %llu copies for %d puts by %s, signals by %s\n", rank,
+                        (unsigned long long)s.copies, check.rounds * check.puts_per_round * (shape.nodes - 1),
+                        s.copies_by.c_str(), s.signal_writes.c_str());
+            SY_CHECK(!s.copies_by.empty());
         }
         const std::vector<uint64_t> pairs = bytes_by_node_pair(stats);
         for (int from = 0; from < shape.nodes; ++from)
