@@ -52,12 +52,12 @@ jit::KernelSource network_copy_source() {
 // (HierHtSanitizer.SmallTwoNodeRoundTrip timed out, 2026-12-02). The driver's copies, which such
 // tools do not hold, move the bytes then; everything else is as without the tool.
 bool cuda_tool_attached() {
-    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
-    if (injection && *injection) return true;
-    const char* preload = std::getenv("LD_PRELOAD");
-    const std::string preloaded = preload ? preload : "";
-    return preloaded.find("sanitizer") != std::string::npos ||
-           preloaded.find("Injection") != std::string::npos;
+    for (const char* name :
+         {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NV_SANITIZER_INJECTION_PORT_BASE"}) {
+        const char* value = std::getenv(name);
+        if (value && *value) return true;
+    }
+    return false;
 }
 
 // Descriptors taken from one ring per pass, so one busy context cannot hold the others back.
