@@ -50,7 +50,9 @@ jit::KernelSource network_copy_source() {
 // may hold a kernel launch until the device is idle, and the ranks' kernels wait for the engine's
 // deliveries: under compute-sanitizer memcheck the engine's first copy-kernel launch never returned
 // (HierHtSanitizer.SmallTwoNodeRoundTrip timed out, 2026-12-02). The driver's copies, which such
-// tools do not hold, move the bytes then; everything else is as without the tool.
+// tools do not hold, move the bytes then (the same case passed memcheck so); everything else is as
+// without the tool. compute-sanitizer 13.0 sets the last two variables (not CUDA_INJECTION64_PATH,
+// which the profilers use).
 bool cuda_tool_attached() {
     for (const char* name :
          {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NV_SANITIZER_INJECTION_PORT_BASE"}) {
