@@ -3,7 +3,7 @@
 // A strict subset of the NCCL device API's GPU-initiated networking (GIN), with two backends
 // behind one interface, chosen at compile time by the kernel's template argument:
 //   NetEmulated  the emulated network between emulated nodes on one host (tests, benchmarks): a
-//                CPU engine per rank executes the requests with the copy engines (src/net/)
+//                CPU engine per rank executes the requests with a copy kernel (src/net/)
 //   NetGin       NCCL GIN over an ncclComm_t spanning the nodes (production); these kernels are
 //                compiled by nvcc against the NCCL headers the library was built with
 // A kernel that talks to the network is a template on the backend, takes `typename

@@ -2,7 +2,7 @@
 //
 // A request is a 64-byte descriptor in this rank's ring for the port's context, in mapped host
 // memory; the rank's engine thread (src/net/emulated_network.cpp) takes descriptors in position
-// order, moves the bytes with the copy engines and writes signals, counters and flush reports
+// order, moves the bytes with its copy kernel (net_copy.cuh) and writes signals, counters and flush reports
 // into device memory with stream memory operations. A kernel only claims a position (a device
 // atomic), fills the slot and publishes it with its tag; it never waits for delivery except where
 // the contract makes it wait (waits, flush) and when the ring is full.
