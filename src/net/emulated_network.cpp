@@ -14,6 +14,7 @@
 #include "core/tuning.hpp"
 #include "jit/driver_api.hpp"
 #include "jit/jit.hpp"
+#include "net/copy_pieces.hpp"
 #include "net/gin_kernels.hpp"
 #include "switchyard/transport/net_copy.cuh"
 #include "util/cuda_check.hpp"
@@ -122,18 +123,19 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     // With a CUDA tool attached, the driver's copies instead (cuda_tool_attached()).
     void copy_once(const Copy* copies, size_t count) {
         if (!copy_kernel_) return driver_copies(copies, count);
-        args_.count = 0;
-        for (size_t i = 0; i < count; ++i) {
-            const Copy& copy = copies[i];
-            const uint64_t dst = reinterpret_cast<uint64_t>(windows_[copy.dst_rank] + copy.dst_offset);
-            const uint64_t src = reinterpret_cast<uint64_t>(local_window_ + copy.src_offset);
-            for (uint64_t done = 0; done < copy.bytes; done += device::kNetCopyPieceBytes) {
-                if (args_.count == device::kNetCopyMaxItems) launch_pieces();
-                args_.items[args_.count++] = {dst + done, src + done,
-                                              std::min(device::kNetCopyPieceBytes, copy.bytes - done)};
-            }
-        }
-        if (args_.count > 0) launch_pieces();
+        cut_into_pieces(
+            copies, count, args_,
+            [this](const Copy& copy, uint64_t* dst, uint64_t* src) {
+                *dst = reinterpret_cast<uint64_t>(windows_[copy.dst_rank] + copy.dst_offset);
+                *src = reinterpret_cast<uint64_t>(local_window_ + copy.src_offset);
+            },
+            [this](const device::NetCopyArgs& args) {
+                jit::LaunchConfig config;
+                config.grid[0] = unsigned(std::min(args.count, kMaxBlocks));
+                config.block[0] = unsigned(device::kNetCopyThreads);
+                config.stream = stream_;
+                jit::launch(*copy_kernel_, config, &args, sizeof(args));
+            });
     }
     // One cudaMemcpyBatchAsync per call: source read in stream order, the copy engines preferred.
     void driver_copies(const Copy* copies, size_t count) {
@@ -154,14 +156,6 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     }
     const char* copy_path() const {
         return copy_kernel_ ? "the engine's copy kernel" : "driver copies (a CUDA tool is attached)";
-    }
-    void launch_pieces() {
-        jit::LaunchConfig config;
-        config.grid[0] = unsigned(std::min(args_.count, kMaxBlocks));
-        config.block[0] = unsigned(device::kNetCopyThreads);
-        config.stream = stream_;
-        jit::launch(*copy_kernel_, config, &args_, sizeof(args_));
-        args_.count = 0;
     }
     // The words of one scheduler call: one cuStreamBatchMemOp per 255 (each write fences the
     // stream's earlier writes, the copies, as cuStreamWriteValue64 does), or one write each.
