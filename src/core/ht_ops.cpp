@@ -28,7 +28,11 @@ int choose_num_sms(const Buffer::Impl& impl, int requested, int num_experts, int
         throw InvalidArgument("switchyard: num_sms = " + std::to_string(num_sms) +
                               " exceeds this rank's SM budget of " + std::to_string(budget) + " (the GPU's " +
                               std::to_string(impl.device_sms) + " SMs shared by " +
-                              std::to_string(impl.topology.ranks_on_my_gpu) + " ranks)");
+                              std::to_string(impl.topology.ranks_on_my_gpu) + " ranks" +
+                              (impl.network && impl.network->kind() == net::NetworkKind::kEmulated
+                                   ? ", less " + std::to_string(tuning::kEmulatedNetworkSmsPerRank) +
+                                         " per rank for the emulated network's copies)"
+                                   : std::string(")")));
     if (num_sms > 0) return num_sms;
     SmModelInput input;
     input.num_experts = num_experts;
