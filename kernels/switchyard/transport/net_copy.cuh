@@ -4,9 +4,10 @@
 // time (the executor's contract); the words after them (signals, counters) are written in stream
 // order, once the kernel has ended.
 //
-// Why a kernel of our own: the driver ran the engine's cudaMemcpyBatchAsync copies between ranks of
-// one GPU as its own kernels anyway (they stalled when the ranks' kernels held every SM), at ~7 us
-// of host time per copy; one launch per call costs a few microseconds whatever the copies.
+// Why a kernel of our own: the engine's cudaMemcpyBatchAsync work between ranks of one GPU needed
+// SMs anyway (it stalled while the ranks' kernels held every SM and ran once 4 SMs per rank were
+// left free), at ~7 us of host time per copy; one launch per call costs a few microseconds whatever
+// the copies, and its SM needs are known.
 #pragma once
 
 #include "switchyard/common/base.cuh"
