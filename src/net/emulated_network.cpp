@@ -70,8 +70,9 @@ constexpr int64_t kStatsRefreshNs = 50'000;
 
 }  // namespace
 
-// The executor over CUDA: one in-order stream; copies with the copy engines, words with stream
-// memory operations (or 8-byte copies from pinned staging memory).
+// The executor over CUDA: one in-order stream; copies with the engine's copy kernel (the driver's
+// copies with a CUDA tool attached), words with stream memory operations (or 8-byte copies from
+// pinned staging memory).
 class EmulatedNetwork::CudaExecutor final : public Executor {
   public:
     CudaExecutor(int device, cudaStream_t stream, uint8_t* local_window, std::vector<uint8_t*> windows,

@@ -93,8 +93,8 @@ struct SchedulerConfig {
     uint32_t adversarial = 0;  // NetworkAdversary bits
     bool withhold = false;     // this rank's deliveries are withheld
     uint64_t seed = 1;
-    int64_t hold_idle_ns = 200'000;              // late source reads: held puts go after this much quiet
-    int64_t max_context_stall_ns = 50'000;       // contexts out of order: longest stall between batches
+    int64_t hold_idle_ns = 200'000;            // late source reads: held puts go after this much quiet
+    int64_t max_context_stall_ns = 50'000;     // contexts out of order: longest stall between batches
     uint64_t chunk_bytes = uint64_t(1) << 20;  // the largest copy (22 us of wire at 46 GB/s)
     int64_t issue_horizon_ns = 4000;           // chunks whose wire slot ends this soon go now
     // The payload a lane's batch takes before it closes (at most this much wire time delays a
@@ -102,8 +102,8 @@ struct SchedulerConfig {
     uint64_t batch_bytes = uint64_t(1) << 20;
     // Coalescing: while requests keep coming to a lane (one within quiet_ns), its next batch waits
     // until it holds batch_bytes or its oldest request has been due for coalesce_ns, so records put
-    // one by one go as large copies (each copy costs the copy engines, whatever its size). A lone
-    // request (nothing after it for quiet_ns) goes as soon as it is due and the wire is free.
+    // one by one go as large copies (each costs the executor at least a piece, whatever its size).
+    // A lone request (nothing after it for quiet_ns) goes as soon as it is due and the wire is free.
     int64_t coalesce_ns = 10'000;
     int64_t quiet_ns = 2'000;
 };
@@ -119,17 +119,17 @@ struct SchedulerStats {
     uint64_t bytes_withheld = 0;
     uint64_t invalid_requests = 0;
     // Where the work went (the engine's statistics; times on the scheduler's clock).
-    uint64_t requests = 0;       // requests accepted
-    uint64_t batches = 0;        // batches formed
-    uint64_t copy_calls = 0;     // executor copy() calls
-    uint64_t write_calls = 0;    // executor write() calls
-    uint64_t words = 0;          // words written (signals, counters, flush reports)
-    uint64_t signal_adds = 0;    // signal adds applied (several may share one word)
+    uint64_t requests = 0;        // requests accepted
+    uint64_t batches = 0;         // batches formed
+    uint64_t copy_calls = 0;      // executor copy() calls
+    uint64_t write_calls = 0;     // executor write() calls
+    uint64_t words = 0;           // words written (signals, counters, flush reports)
+    uint64_t signal_adds = 0;     // signal adds applied (several may share one word)
     uint64_t coalesce_waits = 0;  // times a lane's due requests waited for more to coalesce
-    double wire_ns = 0;          // wire time reserved (bytes / cap)
-    double late_ns = 0;          // chunks issued after their slot ended (summed per copy call)
-    double late_max_ns = 0;      // the latest of them
-    double queued_ns = 0;        // per chunk, from its batch being due to its issue (summed)
+    double wire_ns = 0;           // wire time reserved (bytes / cap)
+    double late_ns = 0;           // chunks issued after their slot ended (summed per copy call)
+    double late_max_ns = 0;       // the latest of them
+    double queued_ns = 0;         // per chunk, from its batch being due to its issue (summed)
 };
 
 class Scheduler {
@@ -139,7 +139,8 @@ class Scheduler {
     // A descriptor taken from `context`'s ring at `position` (positions of a context arrive in
     // order), seen at `now_ns`. Returns an empty string, or why the request is invalid (it is
     // dropped and counted).
-    std::string accept(int32_t context, uint64_t position, const device::NetDescriptor& request, int64_t now_ns);
+    std::string accept(int32_t context, uint64_t position, const device::NetDescriptor& request,
+                       int64_t now_ns);
 
     // Hands the executor the work due at `now_ns`. Returns when more becomes due (kNever: nothing
     // is pending, or it waits for requests).
@@ -177,7 +178,7 @@ class Scheduler {
     struct Batch {
         std::vector<Executor::Copy> chunks;
         size_t next_chunk = 0;
-        double next_chunk_wire_end = -1;  // the head chunk's reserved wire slot end (ns), -1: none
+        double next_chunk_wire_end = -1;      // the head chunk's reserved wire slot end (ns), -1: none
         std::vector<Completion> completions;  // by need
         size_t next_completion = 0;
         int64_t ready_ns = 0;  // when its last request became due
@@ -202,7 +203,7 @@ class Scheduler {
         Batch batch;
     };
     struct ContextState {
-        std::vector<Lane> lanes;     // [node]
+        std::vector<Lane> lanes;       // [node]
         std::deque<uint64_t> flushes;  // positions of flush requests, in order
         uint64_t force_below = 0;      // late reads: positions below this must go (a flush)
         int64_t stalled_until = 0;     // contexts out of order
@@ -231,10 +232,10 @@ class Scheduler {
     SchedulerConfig config_;
     Executor& executor_;
     std::vector<ContextState> contexts_;
-    std::vector<uint64_t> signal_values_;    // [node][kNetNumSignals]: what this rank raised at each rail peer
-    std::vector<int32_t> signal_context_;    // [node][kNetNumSignals]: the context of each (-1: unused)
-    std::vector<uint64_t> counter_values_;   // [kNetNumCounters]
-    std::vector<int32_t> counter_context_;   // [kNetNumCounters]
+    std::vector<uint64_t> signal_values_;   // [node][kNetNumSignals]: what this rank raised at each rail peer
+    std::vector<int32_t> signal_context_;   // [node][kNetNumSignals]: the context of each (-1: unused)
+    std::vector<uint64_t> counter_values_;  // [kNetNumCounters]
+    std::vector<int32_t> counter_context_;  // [kNetNumCounters]
     std::vector<uint64_t> flush_reported_;  // [context]
     // This issue()'s executor calls: the copies, then the words (with where each word sits, per
     // signal, counter and flush report, so a later value replaces an earlier one).
