@@ -20,6 +20,7 @@
 #include "switchyard/ll/net_combine_send.cuh"
 #include "switchyard/ll/net_layout.cuh"
 #include "switchyard/transport/ll_net_signals.cuh"
+#include "switchyard/transport/peer_masking.cuh"
 
 namespace switchyard::device {
 
@@ -100,14 +101,9 @@ SY_DEVICE bool wait_other_nodes(const LlNetCombineArgs<Backend>& args, const LlN
                 if (((accepted >> g) & 1u) == 0) atomicExch(mask + nodes.rank_of(nodes.other_node(o), g), 1u);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            ptx::fence_acq_rel_sys();
-            ptx::st_relaxed_sys(decided, sequence);
-        }
+        if (threadIdx.x == 0) publish_mask_decision(decided, sequence);
     } else if (threadIdx.x == 0) {
-        Diagnostics patient = buffer.diagnostics;
-        patient.timeout_ns = 2 * buffer.diagnostics.timeout_ns + 1000000000ull;
-        wait_at_least(decided, sequence, patient, kPhaseLlCombine, buffer.rank);
+        follow_mask_decision(decided, sequence, buffer.diagnostics, kPhaseLlCombine, buffer.rank);
     }
     __syncthreads();
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)

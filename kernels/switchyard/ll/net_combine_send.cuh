@@ -19,6 +19,7 @@
 #include "switchyard/ll/net_layout.cuh"
 #include "switchyard/transport/ll_net_signals.cuh"
 #include "switchyard/transport/net.cuh"
+#include "switchyard/transport/peer_masking.cuh"
 
 namespace switchyard::device {
 
@@ -131,19 +132,14 @@ SY_DEVICE bool claim_forward_areas(const LlNetCombineArgs<Backend>& args, uint64
         for (int g = threadIdx.x; g < nodes.ranks_per_node; g += blockDim.x) {
             const int32_t peer = nodes.rank_of(nodes.node, g);
             if (shared_mask[peer]) continue;
-            if (!ll_wait_bounded(ready_word(g), sequence, buffer.diagnostics) &&
+            if (!wait_bounded(ready_word(g), sequence, buffer.diagnostics) &&
                 !is_poisoned(buffer.diagnostics))
                 atomicExch(mask + peer, 1u);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            ptx::fence_acq_rel_sys();
-            ptx::st_relaxed_sys(decided, sequence);
-        }
+        if (threadIdx.x == 0) publish_mask_decision(decided, sequence);
     } else if (threadIdx.x == 0) {
-        Diagnostics patient = buffer.diagnostics;
-        patient.timeout_ns = 2 * buffer.diagnostics.timeout_ns + 1000000000ull;
-        wait_at_least(decided, sequence, patient, kPhaseLlFlowControl, buffer.rank);
+        follow_mask_decision(decided, sequence, buffer.diagnostics, kPhaseLlFlowControl, buffer.rank);
     }
     __syncthreads();
     for (int g = threadIdx.x; g < nodes.ranks_per_node; g += blockDim.x) {

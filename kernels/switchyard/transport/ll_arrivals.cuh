@@ -10,6 +10,7 @@
 #include "switchyard/common/ptx.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ll/ll_layout.cuh"
+#include "switchyard/transport/peer_masking.cuh"
 
 namespace switchyard::device {
 
@@ -139,19 +140,6 @@ SY_DEVICE void ll_arrive(const LlSignalArgs& buffer, int32_t kind, uint64_t sequ
     }
 }
 
-// Spins until *address >= target. False on timeout (no error record) or when the buffer is poisoned.
-SY_DEVICE bool ll_wait_bounded(const uint64_t* address, uint64_t target, const Diagnostics& diagnostics) {
-    if (ptx::ld_acquire_sys(address) >= target) return true;
-    const uint64_t start = ptx::globaltimer_ns();
-    for (uint32_t spin = 1;; ++spin) {
-        if (ptx::ld_acquire_sys(address) >= target) return true;
-        if ((spin & 63u) == 0) {
-            if (is_poisoned(diagnostics)) return false;
-            if (ptx::globaltimer_ns() - start > diagnostics.timeout_ns) return false;
-        }
-    }
-}
-
 // Without masking, waits for source s's arrivals of `kind` for op `sequence`; a timeout is an
 // error record whose details `details` fills in. The record's expected value carries the op's set
 // in bit 0 (a target's low 32 bits are zero): ops n and n + 1 of a kind have the same target on
@@ -214,21 +202,15 @@ SY_DEVICE bool ll_wait_selected_sources(const LlSignalArgs& buffer, int32_t kind
         for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x) {
             if (!selected(s) || shared_mask[s]) continue;
             const uint64_t start = ptx::globaltimer_ns();
-            const bool arrived = ll_wait_bounded(arrivals + s, target, buffer.diagnostics);
+            const bool arrived = wait_bounded(arrivals + s, target, buffer.diagnostics);
             if (!arrived && !is_poisoned(buffer.diagnostics)) atomicExch(mask + s, 1u);
             record(s, start);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            ptx::fence_acq_rel_sys();
-            ptx::st_relaxed_sys(decided, sequence);  // the fence made it a release
-        }
+        if (threadIdx.x == 0) publish_mask_decision(decided, sequence);
     } else if (threadIdx.x == 0) {
-        // Block 0 decides within one timeout per round of sources; allow it that and slack.
-        Diagnostics patient = buffer.diagnostics;
-        patient.timeout_ns = 2 * buffer.diagnostics.timeout_ns + 1000000000ull;
-        wait_at_least(decided, sequence, patient, kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine,
-                      buffer.rank);
+        follow_mask_decision(decided, sequence, buffer.diagnostics,
+                             kind == kLlDispatch ? kPhaseLlDispatch : kPhaseLlCombine, buffer.rank);
     }
     __syncthreads();
     for (int s = threadIdx.x; s < buffer.num_ranks; s += blockDim.x)
