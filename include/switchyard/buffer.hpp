@@ -30,12 +30,14 @@
 //
 // When a peer dies (its process exited or was killed), the survivors' ops end with a TimeoutError
 // naming it ("its process is gone" where the communicator can tell: Communicator::peer_status);
-// with BufferConfig::ll_mask_unresponsive_ranks, LL ops mask it and carry on instead. The
+// with BufferConfig::ll_mask_unresponsive_ranks (and ht_mask_unresponsive_ranks for HT ops on one
+// node) the ops mask it and carry on instead. The
 // communicator is then unusable, so reset() cannot recover; rebuild over the survivors in the same
 // processes, on every surviving rank:
 //
 //   std::unique_ptr<Buffer> buffer = ...;                     // the buffer whose op failed
-//   std::vector<int32_t> mask = buffer->ll_query_mask();      // LL: masks to carry over (optional)
+//   std::vector<int32_t> mask = buffer->ll_query_mask();      // LL: masks to carry over (optional;
+//                                                             // HT: ht_query_mask, ht_set_mask)
 //   std::vector<int> gone = communicator->gone_ranks();       // or the ranks the errors named; the
 //                                                             // same list on every survivor
 //   buffer = nullptr;                                         // destroys it (see above)
@@ -151,6 +153,22 @@ class Buffer {
     std::vector<int32_t> ll_query_mask();
     void ll_set_mask(int rank, bool masked);
     void ll_clear_mask();
+    // HT fault tolerance (BufferConfig::ht_mask_unresponsive_ranks, ranks of one node). An HT op
+    // decides at its first exchange with each peer (the dispatch's counts, the combine's entry)
+    // whether the peer takes part: one that has not come within the timeout is masked, and the op
+    // and later ops go on without it: rows of this rank's tokens for its experts are dropped (its
+    // combine contributions count as absent, combined_topk_weights gives 0 for them), its tokens
+    // are absent from every output, nothing more is sent to it or awaited from it. Outputs equal
+    // the reference with that rank absent (reference::DispatchOptions / CombineOptions
+    // ::absent_ranks). A peer that came and then stops within the op is a TimeoutError as without
+    // masking. The mask is this rank's ([R], 1 = masked, all ops read it when they start, so CUDA
+    // graph replays follow it): set it alike on every rank, never for this rank itself; a masked
+    // rank must not run HT ops on this buffer again (its peers no longer wait for it, nor expect
+    // its rows) until reset() on every rank, which also clears the mask. With masking every combine
+    // begins with an entry handshake (a few microseconds), also right after its dispatch.
+    std::vector<int32_t> ht_query_mask();
+    void ht_set_mask(int rank, bool masked);
+    void ht_clear_mask();
 
     // Throws the error a kernel recorded, as its own type (TimeoutError naming rank, peer and phase;
     // InvalidArgument for routing found invalid on the GPU; PeerFailedError naming the rank that

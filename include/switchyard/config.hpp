@@ -29,7 +29,7 @@ enum NetworkAdversary : uint32_t {
 
 struct BufferConfig {
     uint32_t struct_size = sizeof(BufferConfig);
-    uint32_t version = 2;
+    uint32_t version = 3;
 
     // Capacities (maxima over all calls on this buffer).
     int32_t max_tokens_per_rank = 4096;  // T_max of high-throughput calls
@@ -79,6 +79,13 @@ struct BufferConfig {
     // signals never land, its own counters and flushes still complete), or -1.
     uint32_t network_adversarial = 0;
     int32_t network_withhold_rank = -1;
+
+    // --- Version 3: HT rank masking --------------------------------------------------------------
+    // High throughput, ranks of one node: a peer that does not enter an op within the timeout is
+    // masked (as LL's ll_mask_unresponsive_ranks): the op goes on without it (tokens routed to its
+    // experts are dropped, its tokens are absent) and later ops skip it. Buffer::ht_query_mask /
+    // ht_set_mask / ht_clear_mask read and change the mask. Not for buffers spanning nodes.
+    bool ht_mask_unresponsive_ranks = false;
 };
 
 // A copy of `config` with the fields an older caller's (smaller) struct lacks at their defaults,

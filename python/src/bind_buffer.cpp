@@ -125,8 +125,10 @@ RecvLayout parse_layout(nb::handle value) {
     if (name == "rank_major") return RecvLayout::kRankMajor;
     if (name == "expert_contiguous" || name == "contiguous") return RecvLayout::kExpertContiguous;
     if (name == "expert_masked" || name == "masked") return RecvLayout::kExpertMasked;
-    throw InvalidArgument("switchyard: layout must be a RecvLayout or one of 'rank_major', 'expert_contiguous', "
-                          "'expert_masked', got '" + name + "'");
+    throw InvalidArgument(
+        "switchyard: layout must be a RecvLayout or one of 'rank_major', 'expert_contiguous', "
+        "'expert_masked', got '" +
+        name + "'");
 }
 
 ScaleFormat parse_scale_format(nb::handle value) {
@@ -135,8 +137,8 @@ ScaleFormat parse_scale_format(nb::handle value) {
     if (name == "float32" || name == "fp32") return ScaleFormat::kFloat32;
     if (name == "ue8m0") return ScaleFormat::kUE8M0;
     if (name == "none") return ScaleFormat::kNone;
-    throw InvalidArgument("switchyard: scale format must be a ScaleFormat or one of 'float32', 'ue8m0', got '" + name +
-                          "'");
+    throw InvalidArgument(
+        "switchyard: scale format must be a ScaleFormat or one of 'float32', 'ue8m0', got '" + name + "'");
 }
 
 CountMode parse_counts(nb::handle value) {
@@ -144,7 +146,8 @@ CountMode parse_counts(nb::handle value) {
     const std::string name = nb::cast<std::string>(nb::str(value));
     if (name == "host_synced" || name == "host") return CountMode::kHostSynced;
     if (name == "device") return CountMode::kDevice;
-    throw InvalidArgument("switchyard: counts must be a CountMode or 'host_synced' / 'device', got '" + name + "'");
+    throw InvalidArgument("switchyard: counts must be a CountMode or 'host_synced' / 'device', got '" + name +
+                          "'");
 }
 
 // The framework of an op's outputs: its first tensor's, else the buffer's.
@@ -154,7 +157,8 @@ Framework framework_of(const PyBuffer& self, nb::handle tensor) {
 }
 
 // The op's Event; an asynchronous op's inputs go to it and to the buffer's pending list.
-nb::object make_event(PyBuffer& self, const OpEvent& done, bool async_op, Inputs& inputs, Framework framework) {
+nb::object make_event(PyBuffer& self, const OpEvent& done, bool async_op, Inputs& inputs,
+                      Framework framework) {
     Event event;
     event.event = done;
     event.framework = framework;
@@ -173,10 +177,12 @@ OpOrder make_order(nb::handle after, bool async_op) {
     return order;
 }
 
-PyDispatchResult* dispatch_common(PyBuffer& self, const PyDispatchHandle* cached, nb::handle x, nb::handle topk_idx,
-                           int num_experts, nb::handle x_scales, nb::handle topk_weights, nb::handle layout,
-                           int expert_alignment, bool zero_padding, bool quantize_fp8, nb::handle quantize_format,
-                           nb::handle counts, int num_sms, nb::handle after, bool async_op, nb::handle stream) {
+PyDispatchResult* dispatch_common(PyBuffer& self, const PyDispatchHandle* cached, nb::handle x,
+                                  nb::handle topk_idx, int num_experts, nb::handle x_scales,
+                                  nb::handle topk_weights, nb::handle layout, int expert_alignment,
+                                  bool zero_padding, bool quantize_fp8, nb::handle quantize_format,
+                                  nb::handle counts, int num_sms, nb::handle after, bool async_op,
+                                  nb::handle stream) {
     Buffer& buffer = self.get();
     const Framework framework = framework_of(self, x);
     Inputs inputs;
@@ -199,7 +205,8 @@ PyDispatchResult* dispatch_common(PyBuffer& self, const PyDispatchHandle* cached
     auto result = std::make_unique<PyDispatchResult>();
     {
         nb::gil_scoped_release release;
-        result->result = cached ? buffer.cached_dispatch(args, cached->handle, caller) : buffer.dispatch(args, caller);
+        result->result =
+            cached ? buffer.cached_dispatch(args, cached->handle, caller) : buffer.dispatch(args, caller);
     }
     result->tensors.framework = framework;
     result->event = make_event(self, result->result.done, async_op, inputs, framework);
@@ -210,9 +217,9 @@ PyDispatchResult* dispatch_common(PyBuffer& self, const PyDispatchHandle* cached
 
 LowLatencyDispatchArgs ll_dispatch_args(Inputs& inputs, nb::handle x, nb::handle topk_idx, int num_experts,
                                         nb::handle topk_weights, bool use_fp8, nb::handle scale_format,
-                                        nb::handle cumulative_local_expert_recv_stats, nb::handle wait_time_stats,
-                                        bool return_recv_hook, nb::handle layout, int expert_alignment,
-                                        bool zero_padding) {
+                                        nb::handle cumulative_local_expert_recv_stats,
+                                        nb::handle wait_time_stats, bool return_recv_hook, nb::handle layout,
+                                        int expert_alignment, bool zero_padding) {
     LowLatencyDispatchArgs args;
     args.x = inputs.add(x, "x");
     args.topk_idx = inputs.add(topk_idx, "topk_idx");
@@ -233,27 +240,35 @@ LowLatencyDispatchArgs ll_dispatch_args(Inputs& inputs, nb::handle x, nb::handle
 }  // namespace
 
 void bind_buffer(nb::module_& m) {
-    nb::class_<PyDispatchHandle>(m, "DispatchHandle",
-                                 "The routing of one high-throughput dispatch: pass it to combine and cached_dispatch.")
+    nb::class_<PyDispatchHandle>(
+        m, "DispatchHandle",
+        "The routing of one high-throughput dispatch: pass it to combine and cached_dispatch.")
         .def_prop_ro("layout", [](const PyDispatchHandle& self) { return self.layout; })
-        .def_prop_ro("framework", [](const PyDispatchHandle& self) { return framework_name(self.framework); });
+        .def_prop_ro("framework",
+                     [](const PyDispatchHandle& self) { return framework_name(self.framework); });
 
     nb::class_<PyLowLatencyHandle>(m, "LowLatencyHandle",
                                    "The routing of one low-latency dispatch: pass it to ll_combine.")
-        .def_prop_ro("framework", [](const PyLowLatencyHandle& self) { return framework_name(self.framework); });
+        .def_prop_ro("framework",
+                     [](const PyLowLatencyHandle& self) { return framework_name(self.framework); });
 
-    nb::class_<PyDispatchResult>(m, "DispatchResult",
-                                 "Outputs of dispatch / cached_dispatch (DESIGN.md §2). Rank-major tensors are views "
-                                 "into the buffer's receive region, valid until the next dispatch on the buffer "
-                                 "(clone to keep); expert-major ones are owned.")
+    nb::class_<PyDispatchResult>(
+        m, "DispatchResult",
+        "Outputs of dispatch / cached_dispatch (DESIGN.md §2). Rank-major tensors are views "
+        "into the buffer's receive region, valid until the next dispatch on the buffer "
+        "(clone to keep); expert-major ones are owned.")
         .def_prop_ro("recv_x", [](PyDispatchResult& r) { return r.tensors.get(0, r.result.recv_x); })
-        .def_prop_ro("recv_scales", [](PyDispatchResult& r) { return r.tensors.get(1, r.result.recv_scales); })
-        .def_prop_ro("recv_topk_idx", [](PyDispatchResult& r) { return r.tensors.get(2, r.result.recv_topk_idx); })
+        .def_prop_ro("recv_scales",
+                     [](PyDispatchResult& r) { return r.tensors.get(1, r.result.recv_scales); })
+        .def_prop_ro("recv_topk_idx",
+                     [](PyDispatchResult& r) { return r.tensors.get(2, r.result.recv_topk_idx); })
         .def_prop_ro("recv_topk_weights",
                      [](PyDispatchResult& r) { return r.tensors.get(3, r.result.recv_topk_weights); })
-        .def_prop_ro("num_recv_tokens_per_expert",
-                     [](PyDispatchResult& r) { return r.tensors.get(4, r.result.num_recv_tokens_per_expert); })
-        .def_prop_ro("num_recv_rows", [](PyDispatchResult& r) { return r.tensors.get(5, r.result.num_recv_rows); })
+        .def_prop_ro(
+            "num_recv_tokens_per_expert",
+            [](PyDispatchResult& r) { return r.tensors.get(4, r.result.num_recv_tokens_per_expert); })
+        .def_prop_ro("num_recv_rows",
+                     [](PyDispatchResult& r) { return r.tensors.get(5, r.result.num_recv_rows); })
         .def_prop_ro("host_num_recv_rows",
                      [](PyDispatchResult& r) -> nb::object {
                          if (r.result.host_num_recv_rows < 0) return nb::none();
@@ -274,12 +289,15 @@ void bind_buffer(nb::module_& m) {
         .def_prop_ro("event", [](PyCombineResult& r) { return r.event; });
 
     nb::class_<PyLowLatencyDispatchResult>(m, "LowLatencyDispatchResult", "Outputs of ll_dispatch.")
-        .def_prop_ro("recv_x", [](PyLowLatencyDispatchResult& r) { return r.tensors.get(0, r.result.recv_x); })
+        .def_prop_ro("recv_x",
+                     [](PyLowLatencyDispatchResult& r) { return r.tensors.get(0, r.result.recv_x); })
         .def_prop_ro("recv_scales",
                      [](PyLowLatencyDispatchResult& r) { return r.tensors.get(1, r.result.recv_scales); })
-        .def_prop_ro("recv_count", [](PyLowLatencyDispatchResult& r) { return r.tensors.get(2, r.result.recv_count); })
-        .def_prop_ro("recv_expert_offsets",
-                     [](PyLowLatencyDispatchResult& r) { return r.tensors.get(3, r.result.recv_expert_offsets); })
+        .def_prop_ro("recv_count",
+                     [](PyLowLatencyDispatchResult& r) { return r.tensors.get(2, r.result.recv_count); })
+        .def_prop_ro(
+            "recv_expert_offsets",
+            [](PyLowLatencyDispatchResult& r) { return r.tensors.get(3, r.result.recv_expert_offsets); })
         .def_prop_ro("handle", [](PyLowLatencyDispatchResult& r) { return r.handle; })
         .def_prop_ro("event", [](PyLowLatencyDispatchResult& r) { return r.event; })
         .def_prop_ro("hook", [](PyLowLatencyDispatchResult& r) {
@@ -349,7 +367,8 @@ void bind_buffer(nb::module_& m) {
                 out.token_rank_slot = inputs.add(token_rank_slot, "token_rank_slot");
                 out.token_in_rank = inputs.add(token_in_rank, "token_in_rank");
                 out.token_expert_pos = inputs.add(token_expert_pos, "token_expert_pos");
-                const cudaStream_t caller = resolve_stream(stream, framework_of(self, topk_idx), buffer.device());
+                const cudaStream_t caller =
+                    resolve_stream(stream, framework_of(self, topk_idx), buffer.device());
                 nb::gil_scoped_release release;
                 buffer.get_dispatch_layout(idx, num_experts, out, caller);
             },
@@ -365,9 +384,9 @@ void bind_buffer(nb::module_& m) {
                nb::handle topk_weights, nb::handle layout, int expert_alignment, bool zero_padding,
                bool quantize_fp8, nb::handle quantize_format, nb::handle counts, int num_sms,
                nb::handle after, bool async_op, nb::handle stream) {
-                return dispatch_common(self, nullptr, x, topk_idx, num_experts, x_scales, topk_weights, layout,
-                                       expert_alignment, zero_padding, quantize_fp8, quantize_format, counts, num_sms,
-                                       after, async_op, stream);
+                return dispatch_common(self, nullptr, x, topk_idx, num_experts, x_scales, topk_weights,
+                                       layout, expert_alignment, zero_padding, quantize_fp8, quantize_format,
+                                       counts, num_sms, after, async_op, stream);
             },
             nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(),
             "x_scales"_a.none() = nb::none(), "topk_weights"_a.none() = nb::none(),
@@ -382,9 +401,9 @@ void bind_buffer(nb::module_& m) {
             [](PyBuffer& self, const PyDispatchHandle& handle, nb::handle x, nb::handle x_scales,
                nb::handle topk_weights, bool quantize_fp8, nb::handle quantize_format, int num_sms,
                nb::handle after, bool async_op, nb::handle stream) {
-                return dispatch_common(self, &handle, x, nb::none(), 0, x_scales, topk_weights, nb::cast(handle.layout),
-                                       1, false, quantize_fp8, quantize_format, nb::cast(CountMode::kHostSynced),
-                                       num_sms, after, async_op, stream);
+                return dispatch_common(self, &handle, x, nb::none(), 0, x_scales, topk_weights,
+                                       nb::cast(handle.layout), 1, false, quantize_fp8, quantize_format,
+                                       nb::cast(CountMode::kHostSynced), num_sms, after, async_op, stream);
             },
             nb::rv_policy::take_ownership, "handle"_a, "x"_a, nb::kw_only(), "x_scales"_a.none() = nb::none(),
             "topk_weights"_a.none() = nb::none(), "quantize_fp8"_a = false,
@@ -440,10 +459,10 @@ void bind_buffer(nb::module_& m) {
                 Buffer& buffer = self.get();
                 const Framework framework = framework_of(self, x);
                 Inputs inputs;
-                LowLatencyDispatchArgs args = ll_dispatch_args(
-                    inputs, x, topk_idx, num_experts, topk_weights, use_fp8, scale_format,
-                    cumulative_local_expert_recv_stats, wait_time_stats, return_recv_hook, layout, expert_alignment,
-                    zero_padding);
+                LowLatencyDispatchArgs args =
+                    ll_dispatch_args(inputs, x, topk_idx, num_experts, topk_weights, use_fp8, scale_format,
+                                     cumulative_local_expert_recv_stats, wait_time_stats, return_recv_hook,
+                                     layout, expert_alignment, zero_padding);
                 args.order = make_order(after, async_op);
                 const cudaStream_t caller = resolve_stream(stream, framework, buffer.device());
                 self.prune();
@@ -455,7 +474,8 @@ void bind_buffer(nb::module_& m) {
                 result->device = buffer.device();
                 result->tensors.framework = framework;
                 result->event = make_event(self, result->result.done, async_op, inputs, framework);
-                result->handle = nb::cast(PyLowLatencyHandle{result->result.handle, framework, buffer.device()});
+                result->handle =
+                    nb::cast(PyLowLatencyHandle{result->result.handle, framework, buffer.device()});
                 return result.release();
             },
             nb::rv_policy::take_ownership, "x"_a, "topk_idx"_a, "num_experts"_a, nb::kw_only(),
@@ -511,9 +531,9 @@ void bind_buffer(nb::module_& m) {
                int expert_alignment, bool zero_padding) {
                 Buffer& buffer = self.get();
                 Inputs inputs;
-                const LowLatencyDispatchArgs args =
-                    ll_dispatch_args(inputs, x, topk_idx, num_experts, topk_weights, use_fp8, scale_format,
-                                     nb::none(), nb::none(), return_recv_hook, layout, expert_alignment, zero_padding);
+                const LowLatencyDispatchArgs args = ll_dispatch_args(
+                    inputs, x, topk_idx, num_experts, topk_weights, use_fp8, scale_format, nb::none(),
+                    nb::none(), return_recv_hook, layout, expert_alignment, zero_padding);
                 nb::gil_scoped_release release;
                 buffer.ll_load_kernels(args);
             },
@@ -538,6 +558,12 @@ void bind_buffer(nb::module_& m) {
             [](PyBuffer& self, int rank, bool masked) { self.get().ll_set_mask(rank, masked); }, "rank"_a,
             "masked"_a)
         .def("ll_clear_mask", [](PyBuffer& self) { self.get().ll_clear_mask(); })
+        .def("ht_query_mask", [](PyBuffer& self) { return self.get().ht_query_mask(); })
+        .def(
+            "ht_set_mask",
+            [](PyBuffer& self, int rank, bool masked) { self.get().ht_set_mask(rank, masked); }, "rank"_a,
+            "masked"_a)
+        .def("ht_clear_mask", [](PyBuffer& self) { self.get().ht_clear_mask(); })
         .def("check_errors", [](PyBuffer& self) { self.get().check_errors(); })
         .def(
             "set_op_tracing", [](PyBuffer& self, bool on) { self.get().set_op_tracing(on); }, "on"_a,

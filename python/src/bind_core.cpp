@@ -148,14 +148,15 @@ class PythonCommunicator final : public Communicator {
                 Py_ssize_t length = 0;
                 if (PyBytes_AsStringAndSize(item.ptr(), &buffer, &length) != 0) throw nb::python_error();
                 if (size_t(length) != bytes)
-                    throw Error("switchyard: the Python communicator's allgather returned " + std::to_string(length) +
-                                " bytes from rank " + std::to_string(index) + ", expected " + std::to_string(bytes));
+                    throw Error("switchyard: the Python communicator's allgather returned " +
+                                std::to_string(length) + " bytes from rank " + std::to_string(index) +
+                                ", expected " + std::to_string(bytes));
                 std::memcpy(static_cast<char*>(recv) + index * bytes, buffer, bytes);
                 ++index;
             }
             if (index != size_t(size_))
-                throw Error("switchyard: the Python communicator's allgather returned " + std::to_string(index) +
-                            " items, expected " + std::to_string(size_));
+                throw Error("switchyard: the Python communicator's allgather returned " +
+                            std::to_string(index) + " items, expected " + std::to_string(size_));
         });
     }
 
@@ -198,20 +199,36 @@ std::chrono::milliseconds to_ms(double seconds) {
 void set_config_field(BufferConfig& config, const std::string& name, nb::handle value) {
     auto as_int = [&] { return nb::cast<int32_t>(value); };
     auto as_bool = [&] { return nb::cast<bool>(value); };
-    if (name == "max_tokens_per_rank") config.max_tokens_per_rank = as_int();
-    else if (name == "max_hidden") config.max_hidden = as_int();
-    else if (name == "max_topk") config.max_topk = as_int();
-    else if (name == "max_experts") config.max_experts = as_int();
-    else if (name == "enable_high_throughput") config.enable_high_throughput = as_bool();
-    else if (name == "enable_low_latency") config.enable_low_latency = as_bool();
-    else if (name == "ll_max_tokens_per_rank") config.ll_max_tokens_per_rank = as_int();
-    else if (name == "timeout_seconds") config.timeout_seconds = nb::cast<double>(value);
-    else if (name == "emulated_nodes") config.emulated_nodes = as_int();
-    else if (name == "num_sms") config.num_sms = as_int();
-    else if (name == "ll_mask_unresponsive_ranks") config.ll_mask_unresponsive_ranks = as_bool();
-    else if (name == "ll_zero_copy_combine") config.ll_zero_copy_combine = as_bool();
-    else if (name == "launch_on_caller_stream") config.launch_on_caller_stream = as_bool();
-    else throw InvalidArgument("switchyard: BufferConfig has no field '" + name + "'");
+    if (name == "max_tokens_per_rank")
+        config.max_tokens_per_rank = as_int();
+    else if (name == "max_hidden")
+        config.max_hidden = as_int();
+    else if (name == "max_topk")
+        config.max_topk = as_int();
+    else if (name == "max_experts")
+        config.max_experts = as_int();
+    else if (name == "enable_high_throughput")
+        config.enable_high_throughput = as_bool();
+    else if (name == "enable_low_latency")
+        config.enable_low_latency = as_bool();
+    else if (name == "ll_max_tokens_per_rank")
+        config.ll_max_tokens_per_rank = as_int();
+    else if (name == "timeout_seconds")
+        config.timeout_seconds = nb::cast<double>(value);
+    else if (name == "emulated_nodes")
+        config.emulated_nodes = as_int();
+    else if (name == "num_sms")
+        config.num_sms = as_int();
+    else if (name == "ll_mask_unresponsive_ranks")
+        config.ll_mask_unresponsive_ranks = as_bool();
+    else if (name == "ht_mask_unresponsive_ranks")
+        config.ht_mask_unresponsive_ranks = as_bool();
+    else if (name == "ll_zero_copy_combine")
+        config.ll_zero_copy_combine = as_bool();
+    else if (name == "launch_on_caller_stream")
+        config.launch_on_caller_stream = as_bool();
+    else
+        throw InvalidArgument("switchyard: BufferConfig has no field '" + name + "'");
 }
 
 }  // namespace
@@ -233,7 +250,8 @@ void bind_errors(nb::module_& m) {
         m, "TimeoutError",
         "A wait on another rank ran past its budget; .rank, .peer (-1 if unknown) and .phase say where.",
         nb::make_tuple(error, nb::handle(PyExc_TimeoutError)));
-    g_errors.cuda = new_error_type(m, "CudaError", "A CUDA runtime, driver or NVRTC call failed.", nb::make_tuple(error));
+    g_errors.cuda =
+        new_error_type(m, "CudaError", "A CUDA runtime, driver or NVRTC call failed.", nb::make_tuple(error));
     g_errors.unsupported = new_error_type(
         m, "UnsupportedError", "Valid in general but not supported on this machine, build or topology.",
         nb::make_tuple(error));
@@ -265,7 +283,8 @@ void bind_config(nb::module_& m) {
         .value("NONE", ScaleFormat::kNone)
         .value("FLOAT32", ScaleFormat::kFloat32)
         .value("UE8M0", ScaleFormat::kUE8M0);
-    nb::enum_<CountMode>(m, "CountMode", "Host-synced counts (exact sizes) or device counts (graph-capturable).")
+    nb::enum_<CountMode>(m, "CountMode",
+                         "Host-synced counts (exact sizes) or device counts (graph-capturable).")
         .value("HOST_SYNCED", CountMode::kHostSynced)
         .value("DEVICE", CountMode::kDevice);
     nb::enum_<OpTimelineKind>(m, "OpTimelineKind",
@@ -290,10 +309,11 @@ void bind_config(nb::module_& m) {
             "at", [](const OpTimeline& timeline, const std::string& name) { return timeline.at(name); },
             "name"_a, "The time of the mark called `name` (NaN when absent or not reached).");
 
-    nb::class_<BufferConfig>(m, "BufferConfig",
-                             "The capacities a Buffer is sized for (include/switchyard/config.hpp). Every rank "
-                             "passes the same configuration. Construct with keyword arguments, e.g. "
-                             "BufferConfig(max_tokens_per_rank=128, enable_low_latency=True).")
+    nb::class_<BufferConfig>(
+        m, "BufferConfig",
+        "The capacities a Buffer is sized for (include/switchyard/config.hpp). Every rank "
+        "passes the same configuration. Construct with keyword arguments, e.g. "
+        "BufferConfig(max_tokens_per_rank=128, enable_low_latency=True).")
         .def(
             "__init__",
             [](BufferConfig* self, nb::kwargs kwargs) {
@@ -312,6 +332,7 @@ void bind_config(nb::module_& m) {
         .def_rw("emulated_nodes", &BufferConfig::emulated_nodes)
         .def_rw("num_sms", &BufferConfig::num_sms)
         .def_rw("ll_mask_unresponsive_ranks", &BufferConfig::ll_mask_unresponsive_ranks)
+        .def_rw("ht_mask_unresponsive_ranks", &BufferConfig::ht_mask_unresponsive_ranks)
         .def_rw("ll_zero_copy_combine", &BufferConfig::ll_zero_copy_combine)
         .def_rw("launch_on_caller_stream", &BufferConfig::launch_on_caller_stream)
         .def("__repr__", [](const BufferConfig& config) { return "BufferConfig(" + describe(config) + ")"; });
@@ -343,10 +364,11 @@ void bind_communicator(nb::module_& m) {
         .value("GONE", PeerStatus::kGone);
     m.def("shrunk_rank", &shrunk_rank, "old_rank"_a, "gone"_a,
           "A rank's rank among the survivors after Communicator.shrink(gone), or -1 if it is gone.");
-    nb::class_<Communicator>(m, "Communicator",
-                             "How ranks find each other on the host (bootstrap): rank, size, all-gather of bytes, "
-                             "barrier. Made by the functions below; switchyard.Buffer makes one from a "
-                             "torch.distributed group.")
+    nb::class_<Communicator>(
+        m, "Communicator",
+        "How ranks find each other on the host (bootstrap): rank, size, all-gather of bytes, "
+        "barrier. Made by the functions below; switchyard.Buffer makes one from a "
+        "torch.distributed group.")
         .def("rank", &Communicator::rank)
         .def("size", &Communicator::size)
         .def("describe", &Communicator::describe)
@@ -360,7 +382,8 @@ void bind_communicator(nb::module_& m) {
                 return self.shrink(gone, to_ms(timeout_seconds));
             },
             "gone"_a, "timeout_seconds"_a = 100.0,
-            "The survivors' communicator (every survivor passes the same gone ranks), ranks renumbered in the old "
+            "The survivors' communicator (every survivor passes the same gone ranks), ranks renumbered in "
+            "the old "
             "order: rebuild a Buffer on it after a peer died (docs/python.md).")
         .def(
             "allgather",
@@ -376,7 +399,8 @@ void bind_communicator(nb::module_& m) {
                     out.append(nb::bytes(recv.data() + size_t(rank) * send.size(), send.size()));
                 return out;
             },
-            "data"_a, "timeout_seconds"_a = 100.0, "Every rank contributes equally long bytes; returns all of them.")
+            "data"_a, "timeout_seconds"_a = 100.0,
+            "Every rank contributes equally long bytes; returns all of them.")
         .def(
             "barrier",
             [](Communicator& self, double timeout_seconds) {
@@ -384,7 +408,8 @@ void bind_communicator(nb::module_& m) {
                 self.barrier(to_ms(timeout_seconds));
             },
             "timeout_seconds"_a = 100.0)
-        .def("__repr__", [](const Communicator& self) { return "switchyard.Communicator(" + self.describe() + ")"; });
+        .def("__repr__",
+             [](const Communicator& self) { return "switchyard.Communicator(" + self.describe() + ")"; });
 
     m.def("make_in_process_communicators", &make_in_process_communicators, "size"_a,
           "Ranks as threads of one process: `size` communicators sharing one rendezvous.");
@@ -406,11 +431,12 @@ void bind_communicator(nb::module_& m) {
         "python_communicator",
         [](nb::object group, int rank, int size, const std::string& name) -> std::shared_ptr<Communicator> {
             if (!nb::hasattr(group, "allgather") || !nb::hasattr(group, "barrier"))
-                throw InvalidArgument("switchyard: a Python communicator needs allgather(bytes) -> list[bytes] and "
-                                      "barrier() methods");
+                throw InvalidArgument(
+                    "switchyard: a Python communicator needs allgather(bytes) -> list[bytes] and "
+                    "barrier() methods");
             if (size < 1 || rank < 0 || rank >= size)
-                throw InvalidArgument("switchyard: rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                                      " is not a valid rank");
+                throw InvalidArgument("switchyard: rank " + std::to_string(rank) + " of " +
+                                      std::to_string(size) + " is not a valid rank");
             return std::make_shared<PythonCommunicator>(std::move(group), rank, size, name);
         },
         "group"_a, "rank"_a, "size"_a, "name"_a = "python",
@@ -418,7 +444,9 @@ void bind_communicator(nb::module_& m) {
 }
 
 void bind_sm_model(nb::module_& m) {
-    nb::enum_<SmModelOp>(m, "SmModelOp").value("DISPATCH", SmModelOp::kDispatch).value("COMBINE", SmModelOp::kCombine);
+    nb::enum_<SmModelOp>(m, "SmModelOp")
+        .value("DISPATCH", SmModelOp::kDispatch)
+        .value("COMBINE", SmModelOp::kCombine);
     nb::class_<ArchBandwidth>(m, "ArchBandwidth")
         .def(nb::init<>())
         .def_rw("sm_read_gbps", &ArchBandwidth::sm_read_gbps)

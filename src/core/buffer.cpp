@@ -50,6 +50,8 @@ void check_configs_agree(const std::vector<BufferConfig>& configs) {
         {"num_sms", [](const BufferConfig& c) { return std::to_string(c.num_sms); }},
         {"ll_mask_unresponsive_ranks",
          [](const BufferConfig& c) { return std::to_string(c.ll_mask_unresponsive_ranks); }},
+        {"ht_mask_unresponsive_ranks",
+         [](const BufferConfig& c) { return std::to_string(c.ht_mask_unresponsive_ranks); }},
         {"ll_zero_copy_combine",
          [](const BufferConfig& c) { return std::to_string(c.ll_zero_copy_combine); }},
         {"network_backend",
@@ -184,6 +186,12 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
 
     check_configs_agree(impl.communicator->all_gather_value(impl.config, impl.timeout()));
     impl.topology = comm::detect_topology(*impl.communicator, device, config.emulated_nodes, impl.timeout());
+    if (impl.config.ht_mask_unresponsive_ranks && impl.topology.num_nodes > 1)
+        throw UnsupportedError(
+            "switchyard: BufferConfig::ht_mask_unresponsive_ranks masks ranks of one node; this "
+            "buffer spans " +
+            std::to_string(impl.topology.num_nodes) +
+            " nodes (the hierarchical HT path has no masking; LL masking works across nodes)");
     // Across nodes: which network, and for GIN every rank's capability agreed before anyone waits.
     net::NetworkPlan network_plan =
         net::plan_network(*impl.communicator, impl.topology, impl.config, device, impl.timeout());

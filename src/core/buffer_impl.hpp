@@ -52,13 +52,13 @@ struct Buffer::Impl {
     std::unique_ptr<comm::SymmetricMemory> memory;
     std::unique_ptr<core::ErrorState> errors;
     std::unique_ptr<core::OutputMemory> outputs;  // this rank's own pool (see output_memory.hpp)
-    device::RoutingScratch routing_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
+    device::RoutingScratch routing_scratch{};     // the layout kernel's tagged per-chunk totals and epoch
     cudaStream_t comm_stream = nullptr;
     cudaEvent_t caller_ready = nullptr;  // recorded on the caller's stream
     std::shared_ptr<core::EventPool> events = std::make_shared<core::EventPool>();  // the ops' OpEvents
     OpEvent latest_done;  // the latest op's completion (on the stream it ran on)
     int sm_budget = 1;
-    bool chain_kernels = false;  // programmatic dependent launch inside an op (LaunchContext)
+    bool chain_kernels = false;           // programmatic dependent launch inside an op (LaunchContext)
     bool kernels_preloaded_only = false;  // a rank of this process shares the GPU (LaunchContext)
     int device_sms = 1;
     // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
@@ -120,6 +120,7 @@ struct Buffer::Impl {
         context.outputs = outputs.get();
         context.routing_scratch = routing_scratch;
         context.network = network.get();
+        context.ht_mask_unresponsive = config.ht_mask_unresponsive_ranks;
         return context;
     }
 

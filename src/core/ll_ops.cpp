@@ -34,9 +34,10 @@ void require_supported_nodes(const Buffer::Impl& impl, const char* op) {
     if (!across_nodes(impl)) return;
     const comm::NodeLayout& layout = impl.network->layout();
     if (layout.num_nodes > device::kLlNetMaxNodes || layout.ranks_per_node > 64)
-        throw UnsupportedError(std::string("switchyard: ") + op + ": the low-latency kernels across nodes support up to " +
-                               std::to_string(device::kLlNetMaxNodes) + " nodes of up to 64 ranks; this buffer spans " +
-                               std::to_string(layout.num_nodes) + " nodes of " + std::to_string(layout.ranks_per_node));
+        throw UnsupportedError(
+            std::string("switchyard: ") + op + ": the low-latency kernels across nodes support up to " +
+            std::to_string(device::kLlNetMaxNodes) + " nodes of up to 64 ranks; this buffer spans " +
+            std::to_string(layout.num_nodes) + " nodes of " + std::to_string(layout.ranks_per_node));
 }
 
 bool on_gin(const Buffer::Impl& impl) {
@@ -201,18 +202,18 @@ launch::LlNetViews net_views(const LowLatencyHandle& handle) {
 }
 
 // One launch of `phases` of a dispatch or combine: the one-node kernels, or those across nodes.
-void launch_dispatch(const Buffer::Impl& impl, const launch::LaunchContext& context, const launch::LlDispatchPlan& plan,
-                     const launch::LlDispatchViews& views, const LowLatencyHandle& handle, int phases,
-                     const device::OpTrace& trace) {
+void launch_dispatch(const Buffer::Impl& impl, const launch::LaunchContext& context,
+                     const launch::LlDispatchPlan& plan, const launch::LlDispatchViews& views,
+                     const LowLatencyHandle& handle, int phases, const device::OpTrace& trace) {
     if (across_nodes(impl))
         launch::launch_ll_net_dispatch(context, plan, views, net_views(handle), phases, trace);
     else
         launch::launch_ll_dispatch(context, plan, views, phases, trace);
 }
 
-void launch_combine(const Buffer::Impl& impl, const launch::LaunchContext& context, const launch::LlCombinePlan& plan,
-                    const launch::LlCombineViews& views, const LowLatencyHandle& handle, int phases,
-                    const device::OpTrace& trace) {
+void launch_combine(const Buffer::Impl& impl, const launch::LaunchContext& context,
+                    const launch::LlCombinePlan& plan, const launch::LlCombineViews& views,
+                    const LowLatencyHandle& handle, int phases, const device::OpTrace& trace) {
     if (across_nodes(impl))
         launch::launch_ll_net_combine(context, plan, views, net_views(handle), phases, trace);
     else
@@ -317,7 +318,8 @@ LowLatencyCombineResult Buffer::ll_combine(const LowLatencyCombineArgs& args,
     require_supported_nodes(impl, "ll_combine");
     core::validate_ll_combine(args, handle.get(), ll_validation_context(impl));
     core::require_device_resident(args.topk_idx, "topk_idx", impl.device);
-    const TensorView y = args.zero_copy ? ll_combine_input(*handle) : core::ll_combine_y_view(args.y, *handle);
+    const TensorView y =
+        args.zero_copy ? ll_combine_input(*handle) : core::ll_combine_y_view(args.y, *handle);
     const launch::LlCombinePlan plan = combine_plan(args, *handle, impl.config);
     const int phases = first_phases(args.return_recv_hook);
     const device::OpTrace trace = ll_combine_trace(impl, phases);
@@ -354,59 +356,6 @@ TensorView Buffer::ll_combine_input(const LowLatencyHandle& handle) const {
     const int64_t L = handle.local_experts, rows = handle.rows_per_expert(), H = handle.hidden;
     return TensorView::strided(impl.memory->local() + impl.layout.ll_zero_copy_offset, DType::kBFloat16,
                                {L, rows, H}, {rows * H, H, 1}, Device::cuda(impl.device));
-}
-
-namespace {
-
-uint32_t* ll_mask_pointer(const Buffer::Impl& impl) {
-    return device::LlSignalLayout::make(impl.communicator->size())
-        .mask(impl.layout.workspace.ll_signals(impl.memory->local()));
-}
-
-// Zeroes mask words [first, first + count), then sets the first to 1 if `mask_first`, after the
-// ops issued so far: ordered on the comm stream, or (ops on the callers' streams) after a drain
-// and complete before the next op.
-void write_mask(Buffer::Impl& impl, int first, int count, bool mask_first) {
-    uint32_t* words = ll_mask_pointer(impl) + first;
-    const bool on_callers = impl.config.launch_on_caller_stream;
-    if (on_callers) impl.drain();
-    SY_CUDA_CHECK(cudaMemsetAsync(words, 0, sizeof(uint32_t) * count, impl.comm_stream));
-    if (mask_first)
-        SY_CUDA_CHECK(cudaMemsetAsync(words, 1, 1, impl.comm_stream));  // little endian: the word reads 1
-    if (on_callers) SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
-}
-
-}  // namespace
-
-std::vector<int32_t> Buffer::ll_query_mask() {
-    Impl& impl = *impl_;
-    core::validate_low_latency(impl.config, "ll_query_mask");
-    const int R = num_ranks();
-    std::vector<int32_t> mask(R, 0);
-    const DeviceScope scope(impl.device);
-    // Wait for queued ops first: a copy into pageable memory that waits behind a kernel holds the
-    // driver's staging buffers, which a co-located rank's own copy may need (DESIGN.md §4, rule 6).
-    impl.drain();
-    SY_CUDA_CHECK(cudaMemcpyAsync(mask.data(), ll_mask_pointer(impl), sizeof(int32_t) * R,
-                                  cudaMemcpyDeviceToHost, impl.comm_stream));
-    SY_CUDA_CHECK(cudaStreamSynchronize(impl.comm_stream));
-    for (int32_t& value : mask) value = value != 0 ? 1 : 0;
-    return mask;
-}
-
-void Buffer::ll_set_mask(int rank, bool masked) {
-    Impl& impl = *impl_;
-    core::validate_low_latency(impl.config, "ll_set_mask");
-    core::validate_ll_mask_rank(rank, ll_validation_context(impl));
-    const DeviceScope scope(impl.device);
-    write_mask(impl, rank, 1, masked);
-}
-
-void Buffer::ll_clear_mask() {
-    Impl& impl = *impl_;
-    core::validate_low_latency(impl.config, "ll_clear_mask");
-    const DeviceScope scope(impl.device);
-    write_mask(impl, 0, num_ranks(), false);
 }
 
 }  // namespace switchyard

@@ -246,9 +246,10 @@ void require_device_resident(const TensorView& view, const char* name, int devic
     const char* what = attributes.type == cudaMemoryTypeHost           ? "pinned host memory"
                        : attributes.type == cudaMemoryTypeUnregistered ? "pageable host memory"
                                                                        : "memory of another GPU";
-    fail(std::string(name) + " is labelled " + where + " but its pointer is " + what +
-         (attributes.type == cudaMemoryTypeDevice ? " (cuda:" + std::to_string(attributes.device) + ")" : "") +
-         "; copy it to the buffer's GPU first");
+    fail(
+        std::string(name) + " is labelled " + where + " but its pointer is " + what +
+        (attributes.type == cudaMemoryTypeDevice ? " (cuda:" + std::to_string(attributes.device) + ")" : "") +
+        "; copy it to the buffer's GPU first");
 }
 
 void validate_dispatch(const DispatchArgs& args, const ValidationContext& context) {
@@ -445,9 +446,9 @@ void validate_ll_combine(const LowLatencyCombineArgs& args, const LowLatencyHand
 
 TensorView ll_combine_y_view(const TensorView& y, const LowLatencyHandle& handle) {
     if (handle.layout != RecvLayout::kExpertMasked || y.ndim != 2) return y;
-    TensorView view = TensorView::strided(y.data, y.dtype, {handle.local_experts, handle.rows_per_expert(), y.shape[1]},
-                                          {handle.rows_per_expert() * y.strides[0], y.strides[0], y.strides[1]},
-                                          y.device);
+    TensorView view =
+        TensorView::strided(y.data, y.dtype, {handle.local_experts, handle.rows_per_expert(), y.shape[1]},
+                            {handle.rows_per_expert() * y.strides[0], y.strides[0], y.strides[1]}, y.device);
     view.byte_offset = y.byte_offset;
     return view;
 }
@@ -462,10 +463,20 @@ void validate_ll_combine_input(const LowLatencyHandle& handle, bool has_zero_cop
         fail("ll_combine_input: zero-copy combine input needs a dispatch in the masked layout");
 }
 
-void validate_ll_mask_rank(int rank, const ValidationContext& context) {
-    if (rank < 0 || rank >= context.num_ranks)
-        fail("ll_set_mask: rank " + std::to_string(rank) + " is outside [0, " +
-             std::to_string(context.num_ranks) + ")");
+void validate_mask_rank(const char* op, int rank, int num_ranks, int own_rank) {
+    if (rank < 0 || rank >= num_ranks)
+        fail(std::string(op) + ": rank " + std::to_string(rank) + " is outside [0, " +
+             std::to_string(num_ranks) + ")");
+    if (rank == own_rank)
+        fail(std::string(op) + ": rank " + std::to_string(rank) +
+             " is this buffer's own rank; a rank masks its peers, never itself");
+}
+
+void validate_ht_masking(const BufferConfig& config, const char* op) {
+    if (!config.enable_high_throughput || !config.ht_mask_unresponsive_ranks)
+        fail(std::string(op) +
+             " needs a buffer created with enable_high_throughput and ht_mask_unresponsive_ranks = true "
+             "(without it the HT kernels never read the mask)");
 }
 
 }  // namespace switchyard::core

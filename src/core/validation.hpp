@@ -78,7 +78,10 @@ TensorView ll_combine_y_view(const TensorView& y, const LowLatencyHandle& handle
 void validate_ll_combine_input(const LowLatencyHandle& handle, bool has_zero_copy_area,
                                const ValidationContext& context);
 
-// Buffer::ll_set_mask: a rank of the buffer.
-void validate_ll_mask_rank(int rank, const ValidationContext& context);
+// Buffer::ll_set_mask / ht_set_mask (`op`): a rank of the buffer; with `own_rank` >= 0, not that
+// rank (an HT rank cannot leave its own ops).
+void validate_mask_rank(const char* op, int rank, int num_ranks, int own_rank = -1);
+// Buffer::ht_query_mask / ht_set_mask / ht_clear_mask (`op`): the buffer masks HT ranks.
+void validate_ht_masking(const BufferConfig& config, const char* op);
 
 }  // namespace switchyard::core

@@ -19,6 +19,7 @@ device::HtCommon ht_common(const LaunchContext& context, const HtExtents& extent
     common.max_tokens = extents.max_tokens;
     common.num_experts = extents.num_experts;
     common.local_experts = extents.local_experts;
+    common.mask_unresponsive = context.ht_mask_unresponsive ? 1 : 0;
     return common;
 }
 

@@ -37,10 +37,12 @@ struct LaunchContext {
     // Launchers of kernels that wait for peers then refuse a kernel not loaded beforehand.
     bool kernels_preloaded_only = false;
     const core::OutputMemory* outputs = nullptr;  // the buffer's memory for outputs
-    device::RoutingScratch routing_scratch{};       // the layout kernel's tagged per-chunk totals and epoch
+    device::RoutingScratch routing_scratch{};     // the layout kernel's tagged per-chunk totals and epoch
     // The scale-out network (null on one node): kernels of the emulated backend take
     // network->emulated_context(), those of GIN network->gin_context() (net/network.hpp).
     const net::Network* network = nullptr;
+    // BufferConfig::ht_mask_unresponsive_ranks (HtCommon::mask_unresponsive, ht/masking.cuh).
+    bool ht_mask_unresponsive = false;
 };
 
 // Cross-rank barrier kernel (one block).

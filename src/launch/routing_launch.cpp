@@ -19,10 +19,10 @@ namespace {
 // node columns of a buffer spanning nodes or without.
 const jit::CachedKernel& cached_routing(bool index_is_int64, bool histogram, bool nodes = false) {
     auto source = [](bool int64, bool with_histogram, bool with_nodes) {
-        return jit::KernelSource{"dispatch_layout", "switchyard/routing/routing_kernel.cuh",
-                                 std::string("switchyard::device::routing_kernel<") +
-                                     (int64 ? "long long" : "int") + ", " + (with_histogram ? "true" : "false") +
-                                     (with_nodes ? ", true" : "") + ">"};
+        return jit::KernelSource{
+            "dispatch_layout", "switchyard/routing/routing_kernel.cuh",
+            std::string("switchyard::device::routing_kernel<") + (int64 ? "long long" : "int") + ", " +
+                (with_histogram ? "true" : "false") + (with_nodes ? ", true" : "") + ">"};
     };
     static const jit::CachedKernel kernels[2][2][2] = {
         {{jit::CachedKernel(source(false, false, false)), jit::CachedKernel(source(false, false, true))},
@@ -41,6 +41,8 @@ device::HtNotifyTarget ht_notify_target(const LaunchContext& context, int32_t lo
     target.rank = context.rank;
     target.num_ranks = context.num_ranks;
     target.local_experts = local_experts;
+    target.mask =
+        context.ht_mask_unresponsive ? context.layout.workspace.ht_mask(context.local_base) : nullptr;
     return target;
 }
 

@@ -102,6 +102,20 @@ SY_TEST(NetSetup, OlderConfigStructGetsNetworkDefaults) {
     SY_CHECK_EQ(config.network_withhold_rank, -1);
     SY_CHECK_EQ(config.struct_size, uint32_t(sizeof(BufferConfig)));
     SY_CHECK(describe(config).find("network_bandwidth_gbps=46") != std::string::npos);
+    SY_CHECK(!config.ht_mask_unresponsive_ranks);
+}
+
+SY_TEST(NetSetup, VersionTwoConfigStructGetsMaskingDefault) {
+    // A caller compiled against version 2 passes a struct that ends before the HT masking flag.
+    BufferConfig old;
+    old.network_withhold_rank = 3;
+    old.ht_mask_unresponsive_ranks = true;  // beyond the old struct: must not be read
+    old.struct_size = static_cast<uint32_t>(offsetof(BufferConfig, ht_mask_unresponsive_ranks));
+    old.version = 2;
+    const BufferConfig config = upgraded(old);
+    SY_CHECK_EQ(config.network_withhold_rank, 3);
+    SY_CHECK(!config.ht_mask_unresponsive_ranks);
+    SY_CHECK_EQ(config.version, 3u);
 }
 
 SY_TEST(NetSetup, GinVerdicts) {

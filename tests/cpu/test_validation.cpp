@@ -106,7 +106,8 @@ SY_TEST(Validation, HostTopkIdxIsRejected) {
                          "topk_idx must be in device memory on the buffer's GPU (cuda:0)");
     TensorView other = a.topk_idx;
     other.device = Device::cuda(1);
-    SY_CHECK_THROWS_WITH(core::require_device_resident(other, "topk_idx", 0), InvalidArgument, "got int64[4, 2]");
+    SY_CHECK_THROWS_WITH(core::require_device_resident(other, "topk_idx", 0), InvalidArgument,
+                         "got int64[4, 2]");
     core::require_device_resident(TensorView{}, "topk_idx", 0);  // an optional tensor not given
 }
 
@@ -294,7 +295,8 @@ SY_TEST(Validation, LowLatencyCombine) {
     core::validate_ll_combine(a, &handle, context);
     handle.layout = RecvLayout::kExpertMasked;
     const TensorView as_3d = core::ll_combine_y_view(a.y, handle);
-    SY_CHECK(as_3d.ndim == 3 && as_3d.shape[0] == 4 && as_3d.shape[1] == rows && as_3d.shape[2] == Fixture::kHidden);
+    SY_CHECK(as_3d.ndim == 3 && as_3d.shape[0] == 4 && as_3d.shape[1] == rows &&
+             as_3d.shape[2] == Fixture::kHidden);
     SY_CHECK(as_3d.strides[0] == rows * Fixture::kHidden && as_3d.strides[1] == Fixture::kHidden);
     SY_CHECK(core::ll_combine_y_view(args.y, handle).ndim == 3);
     a.y.shape[0] = 4 * rows - 1;
@@ -347,9 +349,16 @@ SY_TEST(Validation, LowLatencyBufferCalls) {
     handle.layout = RecvLayout::kExpertContiguous;
     SY_CHECK_THROWS_WITH(core::validate_ll_combine_input(handle, true, context), InvalidArgument,
                          "needs a dispatch in the masked layout");
-    core::validate_ll_mask_rank(1, context);
-    SY_CHECK_THROWS_WITH(core::validate_ll_mask_rank(2, context), InvalidArgument,
-                         "rank 2 is outside [0, 2)");
+    core::validate_mask_rank("ll_set_mask", 1, context.num_ranks);
+    SY_CHECK_THROWS_WITH(core::validate_mask_rank("ll_set_mask", 2, context.num_ranks), InvalidArgument,
+                         "ll_set_mask: rank 2 is outside [0, 2)");
+    SY_CHECK_THROWS_WITH(core::validate_mask_rank("ht_set_mask", 1, 2, 1), InvalidArgument,
+                         "ht_set_mask: rank 1 is this buffer's own rank");
+    BufferConfig ht_config;
+    SY_CHECK_THROWS_WITH(core::validate_ht_masking(ht_config, "ht_set_mask"), InvalidArgument,
+                         "ht_mask_unresponsive_ranks = true");
+    ht_config.ht_mask_unresponsive_ranks = true;
+    core::validate_ht_masking(ht_config, "ht_set_mask");
 }
 
 SY_TEST(Validation, WrongDevice) {

@@ -2,7 +2,7 @@
 // recovery (test_fail_fast.cpp, test_process_death.cpp): every rank builds all ranks' inputs from
 // one seed, uploads its own, runs a dispatch and a combine, and compares its outputs bit for bit.
 // HT: rank-major bf16 rows and the unweighted combine of y = the received rows; LL: the masked
-// layout with bf16 payload and the flat weighted combine. `absent` ranks (LL masking) send and
+// layout with bf16 payload and the flat weighted combine. `absent` ranks (masking) send and
 // receive nothing, as the reference's absent ranks.
 #pragma once
 
@@ -56,7 +56,8 @@ inline std::vector<ref::DispatchInput> make_inputs(const Shape& shape, int ranks
             std::shuffle(experts.begin(), experts.end(), rng);
             for (int k = 0; k < shape.topk; ++k) in.topk_idx.push_back(rng() % 5 == 0 ? -1 : experts[k]);
         }
-        for (size_t i = 0; i < in.topk_idx.size(); ++i) in.topk_weights.push_back(float(int(rng() % 8)) / 8.0f);
+        for (size_t i = 0; i < in.topk_idx.size(); ++i)
+            in.topk_weights.push_back(float(int(rng() % 8)) / 8.0f);
     }
     return inputs;
 }
@@ -121,33 +122,64 @@ inline std::vector<uint8_t> download_rows(const TensorView& view, int64_t rows, 
     return out;
 }
 
-// An HT dispatch (device counts, rank-major) and the combine of its received rows, checked.
-inline void ht_round_trip(Buffer& buffer, RankEnv& env, const Shape& shape, const std::string& what,
-                          CountMode counts = CountMode::kDevice) {
+// An HT dispatch (rank-major) of make_inputs on this rank's uploaded `device` inputs, checked
+// against the reference with `absent` ranks absent (HT masking: they do not call it); the combine
+// of its received rows is ht_combine_checked.
+struct HtRound {
+    std::vector<ref::DispatchInput> inputs;
+    ref::GlobalDispatch expected;
+    DispatchResult result;
+};
+
+inline HtRound ht_dispatch_checked(Buffer& buffer, RankEnv& env, const Shape& shape, const std::string& what,
+                                   const DeviceInputs& device, CountMode counts = CountMode::kDevice,
+                                   const std::vector<bool>& absent = {}) {
     const int R = buffer.num_ranks(), rank = buffer.rank();
-    const ref::Problem problem = problem_of(shape, R);
-    const auto inputs = make_inputs(shape, R);
-    const ref::GlobalDispatch expected = ref::dispatch(problem, inputs, ref::DispatchOptions{});
-    const ref::DispatchOutput& mine = expected.outputs[rank];
-    {  // (device memory freed before the closing barrier: DESIGN.md §4, rule 2)
-    DeviceInputs device(inputs[rank], shape, env.device);
-    env.communicator->barrier(std::chrono::seconds(60));  // allocations before any rank's op
-    DispatchResult result = buffer.dispatch(device.ht_args(shape.experts, counts), env.stream);
-    CombineArgs combine;
-    combine.y = result.recv_x.view();  // y = the received rows (device counts: the worst case's)
-    CombineResult combined = buffer.combine(combine, result.handle, env.stream);
+    HtRound round;
+    round.inputs = make_inputs(shape, R);
+    ref::DispatchOptions options;
+    options.absent_ranks = absent;
+    round.expected = ref::dispatch(problem_of(shape, R), round.inputs, options);
+    round.result = buffer.dispatch(device.ht_args(shape.experts, counts), env.stream);
     buffer.synchronize();
-    const int64_t row_bytes = int64_t(shape.hidden) * 2;
-    const auto rows = download_rows(result.recv_x.view(), mine.num_rows, row_bytes);
+    const ref::DispatchOutput& mine = round.expected.outputs[rank];
+    const auto rows = download_rows(round.result.recv_x.view(), mine.num_rows, int64_t(shape.hidden) * 2);
     SY_CHECK_MSG(std::equal(rows.begin(), rows.end(), reinterpret_cast<const uint8_t*>(mine.x_bf16.data())),
                  what << ": rank " << rank << "'s received rows differ from the reference");
-    // y = the received rows: rank-major combine sums them over the ranks in order.
+    return round;
+}
+
+// The unweighted combine of y = the dispatch's received rows (rank-major: sums over the ranks in
+// order), checked against the reference with `absent` ranks absent from the combine (those of the
+// dispatch stay absent).
+inline void ht_combine_checked(Buffer& buffer, RankEnv& env, const Shape& shape, const std::string& what,
+                               const HtRound& round, const std::vector<bool>& absent = {}) {
+    const int R = buffer.num_ranks(), rank = buffer.rank();
+    CombineArgs combine;
+    combine.y = round.result.recv_x.view();  // (device counts: the worst case's rows)
+    CombineResult combined = buffer.combine(combine, round.result.handle, env.stream);
+    buffer.synchronize();
     std::vector<ref::CombineInput> y(R);
-    for (int q = 0; q < R; ++q) y[q].y = expected.outputs[q].x_bf16;
-    const auto want = ref::combine(expected.routing, y, std::vector<ref::CombineHomeInput>(R), {});
-    const auto got = download_rows(combined.out.view(), inputs[rank].num_tokens, row_bytes);
+    for (int q = 0; q < R; ++q) y[q].y = round.expected.outputs[q].x_bf16;
+    ref::CombineOptions options;
+    options.absent_ranks = absent;
+    const auto want = ref::combine(round.expected.routing, y, std::vector<ref::CombineHomeInput>(R), options);
+    const auto got =
+        download_rows(combined.out.view(), round.inputs[rank].num_tokens, int64_t(shape.hidden) * 2);
     SY_CHECK_MSG(std::equal(got.begin(), got.end(), reinterpret_cast<const uint8_t*>(want[rank].out.data())),
                  what << ": rank " << rank << "'s combine differs from the reference");
+}
+
+// An HT dispatch and the combine of its received rows, checked (ht_dispatch_checked,
+// ht_combine_checked), between barriers.
+inline void ht_round_trip(Buffer& buffer, RankEnv& env, const Shape& shape, const std::string& what,
+                          CountMode counts = CountMode::kDevice) {
+    const auto inputs = make_inputs(shape, buffer.num_ranks());
+    {  // (device memory freed before the closing barrier: DESIGN.md §4, rule 2)
+        DeviceInputs device(inputs[buffer.rank()], shape, env.device);
+        env.communicator->barrier(std::chrono::seconds(60));  // allocations before any rank's op
+        const HtRound round = ht_dispatch_checked(buffer, env, shape, what, device, counts);
+        ht_combine_checked(buffer, env, shape, what, round);
     }
     env.communicator->barrier(std::chrono::seconds(60));  // no rank's next op before every free
 }
@@ -168,41 +200,46 @@ inline void ll_round_trip(Buffer& buffer, RankEnv& env, const Shape& shape, cons
     options.absent_ranks = absent;
     const ref::GlobalDispatch expected = ref::dispatch(problem, inputs, options);
     {  // (device memory freed before the closing barrier)
-    std::unique_ptr<DeviceInputs> allocated;
-    if (!inputs_here) allocated = std::make_unique<DeviceInputs>(inputs[rank], shape, env.device);
-    const DeviceInputs& device = inputs_here ? *inputs_here : *allocated;
-    if (barriers) env.communicator->barrier(std::chrono::seconds(60));
-    LowLatencyDispatchResult result = buffer.ll_dispatch(device.ll_args(shape.experts), env.stream);
-    LowLatencyCombineArgs combine;
-    combine.y = result.recv_x.view();
-    combine.topk_idx = device.idx_view();
-    combine.topk_weights = device.weights_view();
-    LowLatencyCombineResult combined = buffer.ll_combine(combine, result.handle, env.stream);
-    buffer.synchronize();
-    const ref::DispatchOutput& mine = expected.outputs[rank];
-    const int64_t row_bytes = int64_t(shape.hidden) * 2, L = problem.local_experts();
-    const int64_t per_expert = int64_t(R) * shape.max_tokens;
-    std::vector<int32_t> counts(static_cast<size_t>(L), 0);
-    SY_CUDA_CHECK(cudaMemcpy(counts.data(), result.recv_count.view().ptr(), 4 * L, cudaMemcpyDeviceToHost));
-    SY_CHECK_MSG(counts == mine.num_tokens_per_expert, what << ": rank " << rank << "'s expert counts differ");
-    for (int64_t e = 0; e < L; ++e) {
-        TensorView rows_of_e = result.recv_x.view();
-        rows_of_e.data = static_cast<uint8_t*>(rows_of_e.ptr()) + e * per_expert * row_bytes;
-        rows_of_e.byte_offset = 0;
-        const auto got = download_rows(rows_of_e, counts[e], row_bytes);
-        const uint8_t* want = reinterpret_cast<const uint8_t*>(mine.x_bf16.data()) + e * per_expert * row_bytes;
-        SY_CHECK_MSG(std::equal(got.begin(), got.end(), want),
-                     what << ": rank " << rank << " expert " << e << "'s rows differ");
-    }
-    std::vector<ref::CombineInput> y(R);
-    for (int q = 0; q < R; ++q) y[q].y = expected.outputs[q].x_bf16;
-    ref::CombineOptions combine_options;
-    combine_options.weighted = true;
-    combine_options.absent_ranks = absent;
-    const auto want = ref::combine(expected.routing, y, std::vector<ref::CombineHomeInput>(R), combine_options);
-    const auto got = download_rows(combined.out.view(), inputs[rank].num_tokens, row_bytes);
-    SY_CHECK_MSG(std::equal(got.begin(), got.end(), reinterpret_cast<const uint8_t*>(want[rank].out.data())),
-                 what << ": rank " << rank << "'s LL combine differs from the reference");
+        std::unique_ptr<DeviceInputs> allocated;
+        if (!inputs_here) allocated = std::make_unique<DeviceInputs>(inputs[rank], shape, env.device);
+        const DeviceInputs& device = inputs_here ? *inputs_here : *allocated;
+        if (barriers) env.communicator->barrier(std::chrono::seconds(60));
+        LowLatencyDispatchResult result = buffer.ll_dispatch(device.ll_args(shape.experts), env.stream);
+        LowLatencyCombineArgs combine;
+        combine.y = result.recv_x.view();
+        combine.topk_idx = device.idx_view();
+        combine.topk_weights = device.weights_view();
+        LowLatencyCombineResult combined = buffer.ll_combine(combine, result.handle, env.stream);
+        buffer.synchronize();
+        const ref::DispatchOutput& mine = expected.outputs[rank];
+        const int64_t row_bytes = int64_t(shape.hidden) * 2, L = problem.local_experts();
+        const int64_t per_expert = int64_t(R) * shape.max_tokens;
+        std::vector<int32_t> counts(static_cast<size_t>(L), 0);
+        SY_CUDA_CHECK(
+            cudaMemcpy(counts.data(), result.recv_count.view().ptr(), 4 * L, cudaMemcpyDeviceToHost));
+        SY_CHECK_MSG(counts == mine.num_tokens_per_expert,
+                     what << ": rank " << rank << "'s expert counts differ");
+        for (int64_t e = 0; e < L; ++e) {
+            TensorView rows_of_e = result.recv_x.view();
+            rows_of_e.data = static_cast<uint8_t*>(rows_of_e.ptr()) + e * per_expert * row_bytes;
+            rows_of_e.byte_offset = 0;
+            const auto got = download_rows(rows_of_e, counts[e], row_bytes);
+            const uint8_t* want =
+                reinterpret_cast<const uint8_t*>(mine.x_bf16.data()) + e * per_expert * row_bytes;
+            SY_CHECK_MSG(std::equal(got.begin(), got.end(), want),
+                         what << ": rank " << rank << " expert " << e << "'s rows differ");
+        }
+        std::vector<ref::CombineInput> y(R);
+        for (int q = 0; q < R; ++q) y[q].y = expected.outputs[q].x_bf16;
+        ref::CombineOptions combine_options;
+        combine_options.weighted = true;
+        combine_options.absent_ranks = absent;
+        const auto want =
+            ref::combine(expected.routing, y, std::vector<ref::CombineHomeInput>(R), combine_options);
+        const auto got = download_rows(combined.out.view(), inputs[rank].num_tokens, row_bytes);
+        SY_CHECK_MSG(
+            std::equal(got.begin(), got.end(), reinterpret_cast<const uint8_t*>(want[rank].out.data())),
+            what << ": rank " << rank << "'s LL combine differs from the reference");
     }
     if (barriers) env.communicator->barrier(std::chrono::seconds(60));
 }

@@ -47,6 +47,8 @@ def test_buffer_config_fields_and_errors():
     config = switchyard.BufferConfig(max_tokens_per_rank=128, enable_low_latency=True, timeout_seconds=5.0)
     assert config.max_tokens_per_rank == 128 and config.enable_low_latency and config.timeout_seconds == 5.0
     assert "max_tokens_per_rank=128" in repr(config)
+    assert not config.ht_mask_unresponsive_ranks
+    assert switchyard.BufferConfig(ht_mask_unresponsive_ranks=True).ht_mask_unresponsive_ranks
     with pytest.raises(switchyard.InvalidArgument, match="no field 'bogus'"):
         switchyard.BufferConfig(bogus=1)
 

@@ -103,6 +103,9 @@ struct WorkspaceLayout {
     int64_t ht_dispatch_done_offset = 0;  // [R] uint64: source s finished writing its rows here
     int64_t ht_combine_entry_offset = 0;  // [R] uint64: rank s entered combine (its region is free)
     int64_t ht_combine_done_offset = 0;   // [R] uint64: rank s finished writing combine rows here
+    // HT masking (local): the sequence of the latest op whose peers block 0 has decided, then the
+    // mask, [R] uint32 (1: rank s is masked; set by the kernels' decisions and by ht_set_mask).
+    int64_t ht_mask_offset = 0;
     // Low-latency signals: one area the LL kernels lay out themselves (ll/ll_layout.cuh).
     int64_t ll_signals_offset = 0;
     int64_t ll_signals_bytes = 0;
@@ -160,6 +163,8 @@ struct WorkspaceLayout {
         offset += per_rank_u64;
         layout.ht_combine_done_offset = offset;
         offset += per_rank_u64;
+        layout.ht_mask_offset = offset;
+        offset += align_up(8 + int64_t(num_ranks) * 4, kAlignment);
         layout.ll_signals_offset = offset;
         layout.ll_signals_bytes = ll_signal_bytes_for(num_ranks);
         offset += layout.ll_signals_bytes;
@@ -213,6 +218,12 @@ struct WorkspaceLayout {
     }
     SY_HOST_DEVICE uint64_t* ht_combine_done(uint8_t* base) const {
         return reinterpret_cast<uint64_t*>(base + ht_combine_done_offset);
+    }
+    SY_HOST_DEVICE uint64_t* ht_mask_decided(uint8_t* base) const {
+        return reinterpret_cast<uint64_t*>(base + ht_mask_offset);
+    }
+    SY_HOST_DEVICE uint32_t* ht_mask(uint8_t* base) const {
+        return reinterpret_cast<uint32_t*>(base + ht_mask_offset + 8);
     }
     SY_HOST_DEVICE uint8_t* ll_signals(uint8_t* base) const { return base + ll_signals_offset; }
     // Counter of (chunk, source) in the [chunks][R] arrays.

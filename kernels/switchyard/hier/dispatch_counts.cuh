@@ -165,7 +165,7 @@ SY_DEVICE void publish_offsets(const HierDispatchArgs<Backend>& args, const Hier
         for (int s = 0; s < c.num_ranks; ++s) {
             offsets[s * G + g] = rows;
             rows += ht_detail::tagged_count(
-                ht_detail::notify_entry(c, c.local_base, s).rows_to_word(op.rank_of(op.node, g)));
+                c, ht_detail::notify_entry(c, c.local_base, s).rows_to_word(op.rank_of(op.node, g)), s);
         }
     }
     const HierCounts counts{G, c.local_experts};

@@ -3,7 +3,8 @@
 // crossing. Its roles:
 //
 //  enter          tell every peer this rank entered the combine (its combine region is free to
-//                 be written) and wait until every peer has (enter_combine);
+//                 be written) and wait until every peer has (enter_combine); with masking, the
+//                 peers that do not come are masked (ht/masking.cuh);
 //  send_rows      warps [0, kSendWarps): rows back to their homes (ht/combine_send.cuh);
 //  publish_rows   warp kSendWarps: makes the senders' rows visible and raises the homes' arrival
 //                 counters (ht/combine_publish.cuh);
@@ -27,6 +28,7 @@
 #include "switchyard/ht/combine_reduce.cuh"
 #include "switchyard/ht/combine_send.cuh"
 #include "switchyard/ht/ht_args.cuh"
+#include "switchyard/ht/masking.cuh"
 #include "switchyard/transport/completion.cuh"
 
 namespace switchyard::device {
@@ -38,19 +40,25 @@ namespace ht_detail {
 // Every thread: rows may go to a home once its combine region is free, i.e. once it has entered
 // this op. Right after a dispatch that is already known: every peer's counts for that dispatch
 // arrived here, so every peer had finished its earlier ops, the last combine that read its region
-// included (ops on one buffer run in lock step). Otherwise the ranks announce entry. False when a
-// wait failed (the error is recorded).
+// included (ops on one buffer run in lock step). Otherwise the ranks announce entry, and so they
+// always do with masking: a peer may have stopped after the dispatch, and its entry is where the
+// combine decides to go on without it. False when a wait failed (the error is recorded).
 SY_DEVICE bool enter_combine(const HtCommon& c, const uint64_t* counters, uint64_t sequence) {
     __shared__ int ok;
     if (threadIdx.x == 0) ok = 1;
-    const bool after_dispatch = counters[kCounterHtLastDispatch] + 1 == sequence;
+    const bool after_dispatch = counters[kCounterHtLastDispatch] + 1 == sequence && !c.mask_unresponsive;
     if (!after_dispatch) {
         // After a failed op the buffer is poisoned: announce nothing, so peers report the stall.
         if (blockIdx.x == 0 && !is_poisoned(c.diagnostics))
             for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
-                ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank,
-                                    sequence);
+                if (!ht_peer_masked(c, peer))
+                    ptx::st_release_sys(c.layout.workspace.ht_combine_entry(c.peer_bases[peer]) + c.rank,
+                                        sequence);
         __syncthreads();
+        if (c.mask_unresponsive)
+            return decide_op_peers(c, sequence, kPhaseHtCombine, [&](int32_t peer) -> const uint64_t* {
+                return c.layout.workspace.ht_combine_entry(c.local_base) + peer;
+            });
         for (int peer = threadIdx.x; peer < c.num_ranks; peer += blockDim.x)
             if (!wait_for_sequence(c.layout.workspace.ht_combine_entry(c.local_base) + peer, sequence,
                                    c.diagnostics, kPhaseHtCombine, peer, peer_details(c, peer)))

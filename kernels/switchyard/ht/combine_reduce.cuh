@@ -131,6 +131,7 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
     const int last = min(first + kHtCombineChunkTokens, c.num_tokens);
     bool ok = true;
     for (int source = int(ptx::lane_id()); source < c.num_ranks; source += 32) {
+        if (ht_peer_masked(c, source)) continue;  // its records are absent
         uint32_t expected = 0;
 #pragma unroll
         for (int i = 0; i < kHtCombineChunkTokens; ++i)  // independent loads, one latency
@@ -151,7 +152,8 @@ SY_DEVICE bool wait_for_chunk(const HtCombineArgs& args, int chunk) {
 
 // The general sum of one home token (any biases and slots, weights for flat expert-major):
 // four 8-channel chunks per lane at a time, so each slot's four loads are in flight together;
-// per channel the order stays bias0, bias1, slots ascending.
+// per channel the order stays bias0, bias1, slots ascending. A slot whose payload is null (its
+// rank is masked) adds nothing.
 template <typename Shape, typename SlotPayload>
 SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, SlotPayload slot_payload,
                          int begin, int end) {
@@ -198,12 +200,16 @@ SY_DEVICE void sum_slots(const HtCombineArgs& args, int token, int num_slots, Sl
             float w[2];
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
-                present[j] = slot + j < num_slots &&
-                             (!kFlat || args.topk_idx[int64_t(token) * Shape::kTopk + slot + j] >= 0);
+                const uint8_t* payload =
+                    slot + j < num_slots &&
+                            (!kFlat || args.topk_idx[int64_t(token) * Shape::kTopk + slot + j] >= 0)
+                        ? slot_payload(slot + j)
+                        : nullptr;
+                present[j] = payload != nullptr;
                 w[j] = present[j] && kFlat && args.weighted
                            ? args.home_weights[int64_t(token) * args.home_weights_stride + slot + j]
                            : 1.0f;
-                if (present[j]) load(slot_payload(slot + j), raw[j]);
+                if (present[j]) load(payload, raw[j]);
             }
 #pragma unroll
             for (int j = 0; j < 2; ++j)
@@ -262,7 +268,7 @@ SY_DEVICE void pick_combined_weight(const HtCombineArgs& args, int token, int se
     const int lane = int(ptx::lane_id());
     const int32_t expert = args.topk_idx[int64_t(token) * Shape::kTopk + lane];
     float weight = 0.0f;
-    if (expert >= 0) {
+    if (expert >= 0 && !ht_peer_masked(c, expert / c.local_experts)) {
         int slot = lane;
         if constexpr (Shape::kMode != kHtCombineExpertFlat) {
             const int owner = expert / c.local_experts;
@@ -290,8 +296,14 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
     int num_slots = 0;
     int self_slot = -1;     // kReadsOwnRows: the slot that is this rank's own row
     int64_t self_row = -1;  // and that row of y
+    uint32_t absent = 0;    // slots whose rank is masked: they add nothing (ht/masking.cuh)
     if constexpr (Shape::kMode == kHtCombineExpertFlat) {
         num_slots = Shape::kTopk;
+        if (c.mask_unresponsive) {
+            const int32_t expert =
+                int(lane) < Shape::kTopk ? args.topk_idx[int64_t(token) * Shape::kTopk + lane] : -1;
+            absent = __ballot_sync(0xffffffffu, expert >= 0 && ht_peer_masked(c, expert / c.local_experts));
+        }
     } else {
         // Lane q of each 32-rank group loads the token's slot at rank q (one load latency).
         for (int group = 0; group < c.num_ranks; group += 32) {
@@ -305,10 +317,18 @@ SY_DEVICE void reduce_token(const HtCombineArgs& args, int token, int begin, int
                 self_slot = num_slots + __popc(routed & ((1u << own) - 1u));
                 self_row = int64_t(self_first_row) + __shfl_sync(0xffffffffu, slot, own);
             }
+            if (c.mask_unresponsive) {
+                // A masked rank's slot keeps its place among the token's slots (the senders
+                // numbered them at dispatch) and stays empty.
+                const uint32_t gone = __ballot_sync(0xffffffffu, slot >= 0 && ht_peer_masked(c, q));
+                for (uint32_t rest = gone; rest != 0; rest &= rest - 1)
+                    absent |= 1u << (num_slots + __popc(routed & ((1u << (__ffs(rest) - 1)) - 1u)));
+            }
             num_slots += __popc(routed);
         }
     }
     auto slot_payload = [&](int slot) -> const uint8_t* {
+        if ((absent >> slot) & 1u) return nullptr;
         return slot == self_slot ? args.y + self_row * args.y_row_stride_bytes
                                  : combine_record<Shape>(args, c.local_base, slot, token);
     };

@@ -132,17 +132,20 @@ SY_DEVICE void send_rows(const HtCombineArgs& args, uint64_t* counters, const in
         const int64_t my_item = base + int64_t(ptx::lane_id());
         int64_t my_row = -1;
         int my_home = 0, my_token = 0;
+        bool my_home_masked = false;  // (masking: the row stays here)
         if (int(ptx::lane_id()) < kSendGroup && my_item < sent_rows) {
             my_row =
                 Shape::kReadsOwnRows && my_item >= own_first ? my_item + (own_last - own_first) : my_item;
             while (my_home + 1 < c.num_ranks && row_offsets[my_home + 1] <= my_row) ++my_home;
             my_token = args.row_src_token[my_row];
+            my_home_masked = ht_peer_masked(c, my_home);
         }
         int my_written = 0;
 #pragma unroll 1
         for (int j = 0; j < kSendGroup; ++j) {
             const int64_t row = __shfl_sync(0xffffffffu, my_row, j);
             if (row < 0) break;
+            if (__shfl_sync(0xffffffffu, my_home_masked, j)) continue;
             const int written = send_row<Shape>(args, row, __shfl_sync(0xffffffffu, my_home, j),
                                                 __shfl_sync(0xffffffffu, my_token, j));
             if (int(ptx::lane_id()) == j) my_written = written;

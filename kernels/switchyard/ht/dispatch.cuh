@@ -47,11 +47,12 @@ SY_DEVICE void init_stage_barriers(uint64_t (*barriers)[2]) {
     }
 }
 
-// Block 0, once this rank's own rows are out: the op is complete here once every source's rows
-// have landed (its "done" signal, raised after its rows).
+// Block 0, once this rank's own rows are out: the op is complete here once every unmasked
+// source's rows have landed (its "done" signal, raised after its rows).
 SY_DEVICE void wait_for_rows(const HtDispatchArgs& args, uint64_t sequence) {
     const HtCommon& c = args.common;
     for (int source = threadIdx.x; source < c.num_ranks; source += blockDim.x) {
+        if (ht_peer_masked(c, source)) continue;
         wait_for_sequence(c.layout.workspace.ht_dispatch_done(c.local_base) + source, sequence, c.diagnostics,
                           kPhaseHtData, source, peer_details(c, source));
         trace_mark(args.trace, kHtDispatchArrived);

@@ -7,7 +7,9 @@
 //  wait_for_counts    every block: waits until all peers' words carry this op's tag, which also
 //                     proves each destination has entered this op (its region is free), and sums
 //                     where this rank's rows start at each destination; a peer's announced
-//                     failure ends the op here (kErrorPeerFailed);
+//                     failure ends the op here (kErrorPeerFailed); with masking, block 0 first
+//                     decides which peers the op goes on with (ht/masking.cuh) and masked peers
+//                     count as sending nothing and receiving nothing;
 //  publish_recv_info  block 0: rows per source, expert counts and offsets, for the receive
 //                     kernel, combine and (host-synced counts) the host.
 #pragma once
@@ -20,6 +22,7 @@
 #include "switchyard/common/trace_marks.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/ht/ht_args.cuh"
+#include "switchyard/ht/masking.cuh"
 #include "switchyard/transport/completion.cuh"
 #include "switchyard/transport/counts_exchange.cuh"
 
@@ -33,17 +36,23 @@ SY_DEVICE HtNotifyView notify_entry(const HtCommon& c, uint8_t* base, int32_t so
     return ht_notify_view(c.layout.workspace, base, source, c.num_ranks);
 }
 
-// A count of an arrived entry (after wait_for_counts): the low half of its tagged word.
-SY_DEVICE int32_t tagged_count(const uint64_t* word) {
-    return HtNotifyView::count_of(ptx::ld_relaxed_sys(word));
+// A count of an arrived entry (after wait_for_counts): the low half of its tagged word; nothing
+// from a masked source.
+SY_DEVICE int32_t tagged_count(const HtCommon& c, const uint64_t* word, int32_t source) {
+    return ht_peer_masked(c, source) ? 0 : HtNotifyView::count_of(ptx::ld_relaxed_sys(word));
 }
 
 // Block 0 (all threads), when the routing kernel has not notified (a cached dispatch): publish this
 // rank's counts, from the handle, to every peer (`failure`: announce that instead).
 SY_DEVICE void notify_peers(const HtDispatchArgs& args, uint64_t sequence, uint32_t failure) {
     const HtCommon& c = args.common;
-    const HtNotifyTarget target{c.peer_bases, c.layout.workspace, nullptr,
-                                c.rank,       c.num_ranks,        c.local_experts};
+    const HtNotifyTarget target{c.peer_bases,
+                                c.layout.workspace,
+                                nullptr,
+                                c.rank,
+                                c.num_ranks,
+                                c.local_experts,
+                                c.mask_unresponsive ? c.layout.workspace.ht_mask(c.local_base) : nullptr};
     ht_notify_peers(
         target, sequence, [&](int32_t rank) { return args.num_tokens_per_rank[rank]; },
         [&](int32_t expert) { return args.num_tokens_per_expert[expert]; }, failure);
@@ -72,9 +81,9 @@ SY_DEVICE bool wait_for_tag(const uint64_t* word, uint64_t sequence, const Diagn
 // Every block: wait for every word of all peers' entries; returns false on timeout, and when a
 // source announced that it failed the op (reported as kErrorPeerFailed naming it). Also fills
 // `dest_offset` [R] (shared): the rows that sources before this rank send to each rank q, where
-// this rank's rows start at q. They are summed from the words as they arrive (integer adds, so
-// the order does not matter): reading them again after the wait cost every block one more round
-// trip before its first row.
+// this rank's rows start at q (-1 for a masked q: nothing goes there). They are summed from the
+// words as they arrive (integer adds, so the order does not matter): reading them again after the
+// wait cost every block one more round trip before its first row. Masked sources are skipped.
 SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* dest_offset) {
     __shared__ int ok;
     if (threadIdx.x == 0) ok = 1;
@@ -83,6 +92,7 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* de
     const int words = HtNotifyView::num_words(c.num_ranks, c.local_experts);
     for (int i = threadIdx.x; i < c.num_ranks * words; i += blockDim.x) {
         const int source = i / words, word = i % words;
+        if (ht_peer_masked(c, source)) continue;
         const HtNotifyView entry = notify_entry(c, c.local_base, source);
         uint64_t value = 0;
         const bool arrived = word == 0 ? wait_for_sequence(entry.sequence(), sequence, c.diagnostics,
@@ -99,6 +109,11 @@ SY_DEVICE bool wait_for_counts(const HtCommon& c, uint64_t sequence, int32_t* de
             atomicAdd(dest_offset + word - 1, HtNotifyView::count_of(value));
     }
     __syncthreads();
+    if (c.mask_unresponsive) {
+        for (int q = threadIdx.x; q < c.num_ranks; q += blockDim.x)
+            if (ht_peer_masked(c, q)) dest_offset[q] = -1;
+        __syncthreads();
+    }
     return ok != 0;
 }
 
@@ -117,6 +132,10 @@ SY_DEVICE bool exchange_counts(const HtDispatchArgs& args, uint64_t sequence, in
     __syncthreads();
     if (announce) notify_peers(args, sequence, failure);
     if (announce && threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
+    if (c.mask_unresponsive)
+        decide_op_peers(c, sequence, kPhaseHtNotify, [&](int32_t source) -> const uint64_t* {
+            return notify_entry(c, c.local_base, source).sequence();
+        });
     const bool ok = wait_for_counts(c, sequence, dest_offset);
     if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchCounts);
     // (dest_offset is complete after the wait's closing barrier: the sends need no other.)
@@ -131,9 +150,10 @@ SY_DEVICE int32_t expert_rows_from_sources(const HtCommon& c, int e, int32_t* of
         int32_t rows[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i)
-            rows[i] = first + i < c.num_ranks
-                          ? tagged_count(notify_entry(c, c.local_base, first + i).expert_rows_word(e))
-                          : 0;
+            rows[i] =
+                first + i < c.num_ranks
+                    ? tagged_count(c, notify_entry(c, c.local_base, first + i).expert_rows_word(e), first + i)
+                    : 0;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
             if (offsets && first + i < c.num_ranks) offsets[(first + i) * c.local_experts + e] = count;
@@ -158,7 +178,7 @@ SY_DEVICE void publish_recv_info(const HtDispatchArgs& args) {
         int32_t rows = 0;
         for (int s = 0; s < c.num_ranks; ++s) {
             out[info.row_offsets() + s] = rows;
-            rows += tagged_count(notify_entry(c, c.local_base, s).rows_to_word(c.rank));
+            rows += tagged_count(c, notify_entry(c, c.local_base, s).rows_to_word(c.rank), s);
         }
         out[info.row_offsets() + c.num_ranks] = rows;
         if (host) host[1] = rows;

@@ -227,6 +227,10 @@ SY_DEVICE void send_token(const HtDispatchArgs& args, int token, const TokenRout
             const int source_lane = __ffs(rest) - 1;
             const int q = group + source_lane;
             const int32_t slot = __shfl_sync(0xffffffffu, my_slot, source_lane);
+            if (dest_offset[q] < 0) {  // a masked destination: the row is dropped, its slot kept
+                ++ordinal;
+                continue;
+            }
             const int64_t row = int64_t(dest_offset[q]) + slot;
             uint8_t* record = c.peer_bases[q] + c.layout.ht_dispatch_offset + row * r.total_bytes;
             int32_t* meta = reinterpret_cast<int32_t*>(record + r.meta_offset);

@@ -50,6 +50,9 @@ struct HtCommon {
     int32_t num_tokens;  // T of this rank
     int32_t max_tokens;  // T_max (stride of the combine slots)
     int32_t num_experts, local_experts;
+    // 1: a peer that does not come within the timeout is masked (ht_mask_unresponsive_ranks); the
+    // op then goes on without it, and later ops skip it (transport/completion.cuh, ht_peer_masked).
+    int32_t mask_unresponsive;
 };
 
 struct HtDispatchArgs {

@@ -22,6 +22,20 @@ SY_DEVICE PeerKernelDetails peer_details(const HtCommon& c, int peer) {
             c.layout.workspace.poison(c.peer_bases[peer])};
 }
 
+// Whether peer q is masked (HtCommon::mask_unresponsive; ht/masking.cuh decides). Read after the
+// op's decision, when the mask no longer changes during the op.
+SY_DEVICE bool ht_peer_masked(const HtCommon& c, int q) {
+    return c.mask_unresponsive && ptx::ld_relaxed_gpu(c.layout.workspace.ht_mask(c.local_base) + q) != 0;
+}
+
+// Raises this rank's slot of the [R] signal array at `done_offset` in every peer not masked.
+SY_DEVICE void signal_unmasked_peers(const HtCommon& c, int64_t done_offset, uint64_t sequence) {
+    for (int q = 0; q < c.num_ranks; ++q)
+        if (!ht_peer_masked(c, q))
+            ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
+                                sequence);
+}
+
 // Called by every thread of every block at its end: true in thread 0 of the grid's last block to
 // get here, once every block's writes are ordered before that thread's later stores, at system
 // scope (kSystem: the writes went to peers, whose readers the signal releases) or GPU scope.
@@ -57,17 +71,14 @@ SY_DEVICE void end_op(uint64_t* counters, uint64_t sequence, int32_t op_counter)
 }
 
 // Called by every thread of every block after its writes. `done_offset` is the workspace offset
-// of the [R] signal array to raise in each peer (dispatch-done); `op_counter`, a counter the last
+// of the [R] signal array to raise in each unmasked peer (dispatch-done); `op_counter`, a counter the last
 // block also sets to the sequence (or -1).
 SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t done_offset,
                                  uint64_t sequence, int32_t op_counter = -1) {
     if (!last_block_to_finish<true>(counters)) return;
     // A failed op must not look complete to the peers: they time out and report instead. The
     // system fence that ended last_block_to_finish makes each relaxed store a release.
-    if (!is_poisoned(c.diagnostics))
-        for (int q = 0; q < c.num_ranks; ++q)
-            ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
-                                sequence);
+    if (!is_poisoned(c.diagnostics)) signal_unmasked_peers(c, done_offset, sequence);
     end_op(counters, sequence, op_counter);
 }
 
@@ -78,10 +89,7 @@ SY_DEVICE void finish_and_signal(const HtCommon& c, uint64_t* counters, int64_t 
 // without a fence: a progress record for diagnostics, not a signal anyone waits for.
 SY_DEVICE void finish_locally(const HtCommon& c, uint64_t* counters, int64_t done_offset, uint64_t sequence) {
     if (!last_block_to_finish<false>(counters)) return;
-    if (!is_poisoned(c.diagnostics))
-        for (int q = 0; q < c.num_ranks; ++q)
-            ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[q] + done_offset) + c.rank,
-                                sequence);
+    if (!is_poisoned(c.diagnostics)) signal_unmasked_peers(c, done_offset, sequence);
     end_op(counters, sequence, -1);
 }
 

@@ -64,6 +64,7 @@ struct HtNotifyTarget {
     WorkspaceLayout workspace;
     const uint64_t* op_counter;  // this rank's HT op counter: the op's sequence is its value + 1
     int32_t rank, num_ranks, local_experts;
+    const uint32_t* mask;  // this rank's HT mask (null without masking): masked peers get nothing
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -80,6 +81,7 @@ SY_DEVICE void ht_notify_peers(const HtNotifyTarget& target, uint64_t sequence, 
     const int words = HtNotifyView::num_words(R, target.local_experts);
     for (int i = threadIdx.x; i < R * words; i += blockDim.x) {
         const int peer = i / words, word = i % words;
+        if (target.mask != nullptr && ptx::ld_relaxed_gpu(target.mask + peer) != 0) continue;
         const HtNotifyView entry = ht_notify_view(target.workspace, target.peer_bases[peer], target.rank, R);
         uint64_t value = sequence;  // word 0
         if (word >= 1 && failure != 0)
