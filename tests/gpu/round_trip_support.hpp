@@ -90,12 +90,17 @@ struct DeviceInputs {
     TensorView weights_view() const {
         return TensorView::contiguous(weights.data(), DType::kFloat32, {tokens, topk}, Device::cuda(device));
     }
-    DispatchArgs ht_args(int experts, CountMode counts = CountMode::kDevice) const {
+    // `layout` other than rank-major: the dispatch also carries the top-k weights (for the
+    // weighted expert-major combines).
+    DispatchArgs ht_args(int experts, CountMode counts = CountMode::kDevice,
+                         RecvLayout layout = RecvLayout::kRankMajor) const {
         DispatchArgs args;
         args.x = x_view();
         args.topk_idx = idx_view();
         args.num_experts = experts;
         args.counts = counts;
+        args.layout = layout;
+        if (layout != RecvLayout::kRankMajor) args.topk_weights = weights_view();
         return args;
     }
     LowLatencyDispatchArgs ll_args(int experts) const {
@@ -122,25 +127,37 @@ inline std::vector<uint8_t> download_rows(const TensorView& view, int64_t rows, 
     return out;
 }
 
-// An HT dispatch (rank-major) of make_inputs on this rank's uploaded `device` inputs, checked
-// against the reference with `absent` ranks absent (HT masking: they do not call it); the combine
-// of its received rows is ht_combine_checked.
+// How an HT round trip runs: the dispatch's layout (expert-contiguous with alignment 1), and for
+// expert-major layouts the combine's reduction (weighted with the dispatch's weights; per
+// receiving rank first).
+struct HtForm {
+    RecvLayout layout = RecvLayout::kRankMajor;
+    bool weighted = false;
+    bool hierarchical = false;
+};
+
+// An HT dispatch of make_inputs on this rank's uploaded `device` inputs, checked against the
+// reference with `absent` ranks absent (HT masking: they do not call it); the combine of its
+// received rows is ht_combine_checked.
 struct HtRound {
     std::vector<ref::DispatchInput> inputs;
     ref::GlobalDispatch expected;
     DispatchResult result;
+    HtForm form;
 };
 
 inline HtRound ht_dispatch_checked(Buffer& buffer, RankEnv& env, const Shape& shape, const std::string& what,
                                    const DeviceInputs& device, CountMode counts = CountMode::kDevice,
-                                   const std::vector<bool>& absent = {}) {
+                                   const std::vector<bool>& absent = {}, HtForm form = {}) {
     const int R = buffer.num_ranks(), rank = buffer.rank();
     HtRound round;
+    round.form = form;
     round.inputs = make_inputs(shape, R);
     ref::DispatchOptions options;
     options.absent_ranks = absent;
+    options.layout = form.layout;
     round.expected = ref::dispatch(problem_of(shape, R), round.inputs, options);
-    round.result = buffer.dispatch(device.ht_args(shape.experts, counts), env.stream);
+    round.result = buffer.dispatch(device.ht_args(shape.experts, counts, form.layout), env.stream);
     buffer.synchronize();
     const ref::DispatchOutput& mine = round.expected.outputs[rank];
     const auto rows = download_rows(round.result.recv_x.view(), mine.num_rows, int64_t(shape.hidden) * 2);
@@ -149,20 +166,24 @@ inline HtRound ht_dispatch_checked(Buffer& buffer, RankEnv& env, const Shape& sh
     return round;
 }
 
-// The unweighted combine of y = the dispatch's received rows (rank-major: sums over the ranks in
-// order), checked against the reference with `absent` ranks absent from the combine (those of the
-// dispatch stay absent).
+// The combine of y = the dispatch's received rows (rank-major: unweighted sums over the ranks in
+// order; expert-major: the round's form), checked against the reference with `absent` ranks absent
+// from the combine (those of the dispatch stay absent).
 inline void ht_combine_checked(Buffer& buffer, RankEnv& env, const Shape& shape, const std::string& what,
                                const HtRound& round, const std::vector<bool>& absent = {}) {
     const int R = buffer.num_ranks(), rank = buffer.rank();
     CombineArgs combine;
     combine.y = round.result.recv_x.view();  // (device counts: the worst case's rows)
+    combine.weighted = round.form.weighted;
+    combine.hierarchical = round.form.hierarchical;
     CombineResult combined = buffer.combine(combine, round.result.handle, env.stream);
     buffer.synchronize();
     std::vector<ref::CombineInput> y(R);
     for (int q = 0; q < R; ++q) y[q].y = round.expected.outputs[q].x_bf16;
     ref::CombineOptions options;
     options.absent_ranks = absent;
+    options.weighted = round.form.weighted;
+    options.hierarchical = round.form.hierarchical;
     const auto want = ref::combine(round.expected.routing, y, std::vector<ref::CombineHomeInput>(R), options);
     const auto got =
         download_rows(combined.out.view(), round.inputs[rank].num_tokens, int64_t(shape.hidden) * 2);

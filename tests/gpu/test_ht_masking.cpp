@@ -1,8 +1,9 @@
 // HT rank masking (BufferConfig::ht_mask_unresponsive_ranks), EP4 with ranks as threads on one GPU:
 //   - rank 3 stops taking part: the others' next dispatch masks it at the counts exchange (after the
 //     timeout) and their dispatch and combine equal the reference with rank 3 absent; then, with
-//     rank 3 masked, a host-synced dispatch and a captured CUDA graph (replayed twice, outputs
-//     poisoned before each replay) equal it too, without waiting for rank 3;
+//     rank 3 masked, a host-synced dispatch, the expert-major layout with the flat and the
+//     hierarchical weighted combines, and a captured CUDA graph (replayed twice, outputs poisoned
+//     before each replay) equal it too, without waiting for rank 3;
 //   - rank 2 dispatches and then skips the combine: ranks 0 and 1 mask it at the combine's entry
 //     and their combine equals the reference with rank 2 absent from the combine;
 //   - the mask API: what the ops decided, set and clear, and its errors.
@@ -70,6 +71,17 @@ HtRound mask_rank_three(Buffer& buffer, RankEnv& env, const Shape& shape, const 
     const double skipped_in = seconds_since(start);
     SY_CHECK_MSG(skipped_in < kTimeoutSeconds * 0.5,
                  "rank " << env.rank << ": a round trip with rank 3 masked took " << skipped_in << " s");
+
+    // The expert-major layout: rank 3's slots stay empty in the flat weighted and the hierarchical
+    // reductions (the flat one finds them per top-k entry, the hierarchical one per rank).
+    for (const HtForm form : {HtForm{RecvLayout::kExpertContiguous, true, false},
+                              HtForm{RecvLayout::kExpertContiguous, true, true}}) {
+        const std::string what =
+            std::string("rank 3 masked, expert-major, ") + (form.hierarchical ? "hierarchical" : "flat");
+        const HtRound expert_major =
+            ht_dispatch_checked(buffer, env, shape, what, device, CountMode::kDevice, absent, form);
+        ht_combine_checked(buffer, env, shape, what, expert_major, absent);
+    }
     return round;
 }
 
@@ -129,7 +141,11 @@ SY_TEST(HtMasking, Ep4ThreadsMaskAtDispatchAndAtCombine) {
     shape.seed = 5;
     HtDispatchShape ht;
     ht.hidden = shape.hidden, ht.topk = shape.topk, ht.num_experts = shape.experts;
-    ht_load_kernels(0, ht);  // before any op: the ranks share the GPU
+    for (const CountMode counts : {CountMode::kDevice, CountMode::kHostSynced})
+        for (const RecvLayout layout : {RecvLayout::kRankMajor, RecvLayout::kExpertContiguous}) {
+            ht.counts = counts, ht.layout = layout, ht.has_weights = layout != RecvLayout::kRankMajor;
+            ht_load_kernels(0, ht);  // before any op: the ranks share the GPU
+        }
     run_ranks(kRanks, 1, [&](RankEnv& env) {
         BufferConfig config = config_for(shape, kTimeoutSeconds);
         config.ht_mask_unresponsive_ranks = true;

@@ -1,0 +1,138 @@
+// Microbenchmark: how fast the emulated network's copy kernel (transport/net_copy.cuh) moves one
+// engine call on its own, by grid size, on an idle GPU. It decides how many blocks the engine
+// launches and how much a piece carries. (Holding SMs with a spinning kernel launched first does
+// not work as a load: its blocks that wait for an SM can keep the copy kernel's blocks from being
+// scheduled at all.)
+//
+// A call is what HT-shaped records give the engine: `copies` copies of `copy_bytes` (default 25 of
+// 197 KiB, about 5 MB), cut into 32 KiB pieces as the engine cuts them. Cases:
+//   product    net_copy_kernel as the engine launches it, grid = min(pieces, blocks)
+//   units<N>   the same piece loop with N 16-byte loads per thread in flight (pieces of N * 8 KiB)
+// Each case: event-timed launches (median of `iters`), then the destination compared with the source.
+//
+// Build and run (sm_90a; not part of the library build):
+//   nvcc -O3 -std=c++20 -arch=sm_90a -Ikernels bench/micro/net_copy.cu -o net_copy
+//   ./net_copy [copies=25] [copy_bytes=201728] [iters=20]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "micro_common.cuh"
+#include "switchyard/transport/net_copy.cuh"
+
+namespace {
+
+using switchyard::device::NetCopyArgs;
+using switchyard::device::NetCopyItem;
+
+// Pieces of `units` * 8 KiB (512 threads, `units` 16-byte loads each), block b moving b, b + grid...
+template <int kUnits>
+__global__ void __launch_bounds__(512) units_kernel(const __grid_constant__ NetCopyArgs args) {
+    for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x)) {
+        const NetCopyItem& item = args.items[i];
+        const uint32_t units = uint32_t(item.bytes / 16);
+        uint4* dst = reinterpret_cast<uint4*>(item.dst);
+        const uint4* src = reinterpret_cast<const uint4*>(item.src);
+        uint4 values[kUnits];
+#pragma unroll
+        for (int u = 0; u < kUnits; ++u) {
+            const uint32_t at = uint32_t(u) * 512 + threadIdx.x;
+            if (at < units) values[u] = __ldcg(src + at);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnits; ++u) {
+            const uint32_t at = uint32_t(u) * 512 + threadIdx.x;
+            if (at < units) __stcg(dst + at, values[u]);
+        }
+    }
+}
+
+// The call's pieces of `piece_bytes` (copies back to back in both buffers).
+std::vector<NetCopyItem> pieces(uint8_t* dst, const uint8_t* src, int copies, uint64_t copy_bytes,
+                                uint64_t piece_bytes) {
+    std::vector<NetCopyItem> out;
+    for (int c = 0; c < copies; ++c)
+        for (uint64_t at = 0; at < copy_bytes; at += piece_bytes)
+            out.push_back({reinterpret_cast<uint64_t>(dst + c * copy_bytes + at),
+                           reinterpret_cast<uint64_t>(src + c * copy_bytes + at),
+                           std::min(piece_bytes, copy_bytes - at)});
+    return out;
+}
+
+template <typename Launch>
+float median_us(int iters, cudaStream_t stream, Launch launch) {
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    std::vector<float> times;
+    for (int i = 0; i < iters + 2; ++i) {
+        CHECK(cudaEventRecord(start, stream));
+        launch();
+        CHECK(cudaEventRecord(stop, stream));
+        CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (i >= 2) times.push_back(ms * 1000.0f);
+    }
+    std::sort(times.begin(), times.end());
+    CHECK(cudaEventDestroy(start));
+    CHECK(cudaEventDestroy(stop));
+    return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const int copies = argc > 1 ? std::atoi(argv[1]) : 25;
+    const uint64_t copy_bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 201728;
+    const int iters = argc > 3 ? std::atoi(argv[3]) : 20;
+    const uint64_t total = uint64_t(copies) * copy_bytes;
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    uint8_t *src = nullptr, *dst = nullptr;
+    CHECK(cudaMalloc(&src, total));
+    CHECK(cudaMalloc(&dst, total));
+    std::vector<uint8_t> host(total);
+    for (uint64_t i = 0; i < total; ++i) host[i] = uint8_t(i * 2654435761u >> 13);
+    CHECK(cudaMemcpy(src, host.data(), total, cudaMemcpyHostToDevice));
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::printf("call: %d copies of %llu bytes (%.2f MB), %d SMs\n", copies, (unsigned long long)copy_bytes,
+                total / 1e6, sms);
+    std::fflush(stdout);
+
+    auto run_case = [&](const char* name, uint64_t piece_bytes, int blocks, auto kernel) {
+        const auto items = pieces(dst, src, copies, copy_bytes, piece_bytes);
+        std::vector<NetCopyArgs> launches;
+        for (size_t first = 0; first < items.size(); first += switchyard::device::kNetCopyMaxItems) {
+            NetCopyArgs args{};
+            args.count = int32_t(std::min<size_t>(switchyard::device::kNetCopyMaxItems, items.size() - first));
+            std::copy(items.begin() + first, items.begin() + first + args.count, args.items);
+            launches.push_back(args);
+        }
+        CHECK(cudaMemset(dst, 0, total));
+        const float us = median_us(iters, stream, [&] {
+            for (const NetCopyArgs& args : launches)
+                kernel<<<std::min(args.count, blocks), 512, 0, stream>>>(args);
+        });
+        CHECK(cudaDeviceSynchronize());
+        std::vector<uint8_t> back(total);
+        CHECK(cudaMemcpy(back.data(), dst, total, cudaMemcpyDeviceToHost));
+        const bool same = back == host;
+        std::printf("%-10s piece %6llu B  blocks %4d: %8.1f us  %7.1f GB/s  %s\n", name,
+                    (unsigned long long)piece_bytes, blocks, us, total / (us * 1e3), same ? "ok" : "MISMATCH");
+        std::fflush(stdout);
+        if (!same) std::exit(1);
+    };
+    for (const int blocks : {8, 16, 32, 64, 160})
+        run_case("product", switchyard::device::kNetCopyPieceBytes, blocks, switchyard::device::net_copy_kernel);
+    for (const int blocks : {8, 16, 32}) {
+        run_case("units8", 8 * 8192, blocks, units_kernel<8>);
+        run_case("units16", 16 * 8192, blocks, units_kernel<16>);
+    }
+    return 0;
+}
