@@ -29,26 +29,13 @@ namespace {
 using switchyard::device::NetCopyArgs;
 using switchyard::device::NetCopyItem;
 
-// Pieces of `units` * 8 KiB (512 threads, `units` 16-byte loads each), block b moving b, b + grid...
+// The product's piece copy with `kUnits` 16-byte loads per thread in flight (pieces of
+// kUnits * 8 KiB), block b moving pieces b, b + grid, ...
 template <int kUnits>
-__global__ void __launch_bounds__(512) units_kernel(const __grid_constant__ NetCopyArgs args) {
-    for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x)) {
-        const NetCopyItem& item = args.items[i];
-        const uint32_t units = uint32_t(item.bytes / 16);
-        uint4* dst = reinterpret_cast<uint4*>(item.dst);
-        const uint4* src = reinterpret_cast<const uint4*>(item.src);
-        uint4 values[kUnits];
-#pragma unroll
-        for (int u = 0; u < kUnits; ++u) {
-            const uint32_t at = uint32_t(u) * 512 + threadIdx.x;
-            if (at < units) values[u] = __ldcg(src + at);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnits; ++u) {
-            const uint32_t at = uint32_t(u) * 512 + threadIdx.x;
-            if (at < units) __stcg(dst + at, values[u]);
-        }
-    }
+__global__ void __launch_bounds__(switchyard::device::kNetCopyThreads)
+    units_kernel(const __grid_constant__ NetCopyArgs args) {
+    for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x))
+        switchyard::device::net_copy_detail::copy_aligned_piece<kUnits>(args.items[i]);
 }
 
 // The call's pieces of `piece_bytes` (copies back to back in both buffers).
@@ -110,26 +97,30 @@ int main(int argc, char** argv) {
         std::vector<NetCopyArgs> launches;
         for (size_t first = 0; first < items.size(); first += switchyard::device::kNetCopyMaxItems) {
             NetCopyArgs args{};
-            args.count = int32_t(std::min<size_t>(switchyard::device::kNetCopyMaxItems, items.size() - first));
+            args.count =
+                int32_t(std::min<size_t>(switchyard::device::kNetCopyMaxItems, items.size() - first));
             std::copy(items.begin() + first, items.begin() + first + args.count, args.items);
             launches.push_back(args);
         }
         CHECK(cudaMemset(dst, 0, total));
         const float us = median_us(iters, stream, [&] {
             for (const NetCopyArgs& args : launches)
-                kernel<<<std::min(args.count, blocks), 512, 0, stream>>>(args);
+                kernel<<<std::min(args.count, blocks), switchyard::device::kNetCopyThreads, 0, stream>>>(
+                    args);
         });
         CHECK(cudaDeviceSynchronize());
         std::vector<uint8_t> back(total);
         CHECK(cudaMemcpy(back.data(), dst, total, cudaMemcpyDeviceToHost));
         const bool same = back == host;
         std::printf("%-10s piece %6llu B  blocks %4d: %8.1f us  %7.1f GB/s  %s\n", name,
-                    (unsigned long long)piece_bytes, blocks, us, total / (us * 1e3), same ? "ok" : "MISMATCH");
+                    (unsigned long long)piece_bytes, blocks, us, total / (us * 1e3),
+                    same ? "ok" : "MISMATCH");
         std::fflush(stdout);
         if (!same) std::exit(1);
     };
     for (const int blocks : {8, 16, 32, 64, 160})
-        run_case("product", switchyard::device::kNetCopyPieceBytes, blocks, switchyard::device::net_copy_kernel);
+        run_case("product", switchyard::device::kNetCopyPieceBytes, blocks,
+                 switchyard::device::net_copy_kernel);
     for (const int blocks : {8, 16, 32}) {
         run_case("units8", 8 * 8192, blocks, units_kernel<8>);
         run_case("units16", 16 * 8192, blocks, units_kernel<16>);

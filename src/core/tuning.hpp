@@ -75,7 +75,8 @@ constexpr int kLlSendItemsPerWarp = 1;
 // --- SM budget ---------------------------------------------------------------------------------
 // SMs per rank left out of the budgets of the ranks sharing a GPU when the emulated network runs
 // on it: its engine moves the payload with a copy kernel of its own (transport/net_copy.cuh) of at
-// most this many blocks, and the ranks' kernels wait for those deliveries. Without the reserve, at
+// most kNetCopyBlocksPerSm blocks per SM of this reserve, and the ranks' kernels wait for those
+// deliveries. Without the reserve, at
 // top-8 of 256 experts (EP2 on one H200, LL-across-nodes kernels at 192-248 registers a thread, one
 // block per SM) 2 x 66 blocks filled the GPU and every combine timed out with its copies queued.
 constexpr int kEmulatedNetworkSmsPerRank = 4;

@@ -44,21 +44,23 @@ struct NetCopyArgs {
 
 namespace net_copy_detail {
 
-// One piece by one block, both ends 16-byte aligned: every thread's loads in flight (read past L1:
-// sources were written by other kernels) before its stores; the bytes after the last whole unit
-// by the first threads.
+// One piece of at most kUnits * kNetCopyThreads * 16 bytes by one block, both ends 16-byte
+// aligned: every thread's loads in flight (read past L1: sources were written by other kernels)
+// before its stores; the bytes after the last whole unit by the first threads. (kUnits other than
+// kNetCopyUnitsPerThread: bench/micro/net_copy.cu's larger pieces.)
+template <int kUnits = kNetCopyUnitsPerThread>
 SY_DEVICE void copy_aligned_piece(const NetCopyItem& item) {
     const uint32_t units = uint32_t(item.bytes / 16);
     uint4* dst = reinterpret_cast<uint4*>(item.dst);
     const uint4* src = reinterpret_cast<const uint4*>(item.src);
-    uint4 values[kNetCopyUnitsPerThread];
+    uint4 values[kUnits];
 #pragma unroll
-    for (int i = 0; i < kNetCopyUnitsPerThread; ++i) {
+    for (int i = 0; i < kUnits; ++i) {
         const uint32_t u = uint32_t(i) * kNetCopyThreads + threadIdx.x;
         if (u < units) values[i] = __ldcg(src + u);
     }
 #pragma unroll
-    for (int i = 0; i < kNetCopyUnitsPerThread; ++i) {
+    for (int i = 0; i < kUnits; ++i) {
         const uint32_t u = uint32_t(i) * kNetCopyThreads + threadIdx.x;
         if (u < units) __stcg(dst + u, values[i]);
     }
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
         const NetCopyItem& item = args.items[i];
         const uint64_t alignment = item.dst | item.src;
         if ((alignment & 15) == 0)
-            net_copy_detail::copy_aligned_piece(item);
+            net_copy_detail::copy_aligned_piece<>(item);
         else if ((alignment & 7) == 0)
             net_copy_detail::copy_unaligned_piece<unsigned long long>(item);
         else
