@@ -150,6 +150,10 @@ const OptionSpec kOptions[] = {
     {"--caller-stream", nullptr, kOnDefault | kOnHt | kOnLl,
      "ops run on the caller's stream (BufferConfig::launch_on_caller_stream)",
      [](BenchOptions& o, const std::string&, const std::string&) { o.caller_stream = true; }},
+    {"--engine-stats", nullptr, kOnHt,
+     "ht --nodes N: after each measurement point, print every rank's emulated network engine statistics "
+     "(cumulative: passes, requests, copy and write calls, lateness, ring and stream lag)",
+     [](BenchOptions& o, const std::string&, const std::string&) { o.engine_stats = true; }},
     {"--sweep", "LIST", kOnDefault | kOnHt,
      "ht: SM counts to time, e.g. 4,8,24 (default 4,8,12,16,20,24,32; the model's choice is always added)",
      [](BenchOptions& o, const std::string& flag, const std::string& v) {

@@ -62,7 +62,8 @@ RankBytes rank_bytes(const NodesShape& s, int rank, int64_t record_bytes, int64_
             // Dispatch: this rank forwards the tokens of its rail's sources that go to its node.
             if (source % s.G == local)
                 for (int g = 0; g < s.G; ++g)
-                    if (node * s.G + g != rank && s.routed(source, t, node * s.G + g)) bytes.dispatch_nvlink += record_bytes;
+                    if (node * s.G + g != rank && s.routed(source, t, node * s.G + g))
+                        bytes.dispatch_nvlink += record_bytes;
             if (!s.routed(source, t, rank)) continue;
             bytes.dispatch_received += record_bytes;
             bytes.combine_received += combine_bytes;
@@ -75,7 +76,8 @@ RankBytes rank_bytes(const NodesShape& s, int rank, int64_t record_bytes, int64_
 // One measurement point (payload, SM count): per rank and timed iteration, the two ops' times, and
 // the network bytes of one untimed dispatch and its combine against the prediction.
 struct PointResult {
-    explicit PointResult(int ranks) : dispatch(ranks), combine(ranks), sent(ranks), predicted(ranks), differs(ranks) {}
+    explicit PointResult(int ranks)
+        : dispatch(ranks), combine(ranks), sent(ranks), predicted(ranks), differs(ranks) {}
     std::vector<std::vector<double>> dispatch, combine;
     std::vector<std::array<int64_t, 2>> sent, predicted;  // per rank, per op
     std::vector<std::array<bool, 2>> differs;             // a peer's bytes differ from the prediction
@@ -110,7 +112,8 @@ void set_up(harness::RankGroup& group, Run& run) {
         state.y = harness::DeviceBuffer(rank.device, size_t(shape.R) * T * H * 2);
         SY_CUDA_CHECK(cudaMemcpy(state.x_bf16.get(), x.data(), x.size() * 2, cudaMemcpyHostToDevice));
         SY_CUDA_CHECK(cudaMemcpy(state.x_fp8.get(), x8.data(), x8.size(), cudaMemcpyHostToDevice));
-        SY_CUDA_CHECK(cudaMemcpy(state.scales.get(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+        SY_CUDA_CHECK(
+            cudaMemcpy(state.scales.get(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
         SY_CUDA_CHECK(cudaMemcpy(state.idx.get(), idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
         SY_CUDA_CHECK(cudaMemset(state.y.get(), 0x3c, state.y.size()));
         SY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
@@ -141,7 +144,8 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
     DispatchArgs args;
     if (fp8) {
         args.x = TensorView::contiguous(state.x_fp8.get(), DType::kFloat8E4M3, {T, H}, dev);
-        args.x_scales = TensorView::contiguous(state.scales.get(), DType::kFloat32, {T, int64_t((H + 127) / 128)}, dev);
+        args.x_scales =
+            TensorView::contiguous(state.scales.get(), DType::kFloat32, {T, int64_t((H + 127) / 128)}, dev);
     } else {
         args.x = TensorView::contiguous(state.x_bf16.get(), DType::kBFloat16, {T, H}, dev);
     }
@@ -164,8 +168,9 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
             state.buffer->combine(combine, result.handle, stream);
         state.buffer->synchronize();
         const NetworkStats after = state.buffer->network_stats();
-        const auto predicted = predict_ht_network_bytes(network_shape(shape, fp8), shape.idx, rank.rank,
-                                                        op == 0 ? HtNetworkOp::kDispatch : HtNetworkOp::kCombine);
+        const auto predicted =
+            predict_ht_network_bytes(network_shape(shape, fp8), shape.idx, rank.rank,
+                                     op == 0 ? HtNetworkOp::kDispatch : HtNetworkOp::kCombine);
         for (int q = 0; q < shape.R; ++q) {
             const int64_t sent = int64_t(after.bytes_to_rank[size_t(q)] - before.bytes_to_rank[size_t(q)]);
             point.sent[size_t(rank.rank)][size_t(op)] += sent;
@@ -197,6 +202,15 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
         point.combine[size_t(rank.rank)].push_back(us[1]);
     }
     state.buffer->synchronize();
+    if (run.options.engine_stats) {
+        const std::string line = state.buffer->network_stats().engine.summary();
+        rank.host_barrier();
+        for (int r = 0; r < shape.R; ++r) {
+            if (r == rank.rank) std::printf("    rank %d %s\n", r, line.c_str());
+            std::fflush(stdout);
+            rank.host_barrier();
+        }
+    }
 }
 
 // The record of op `op` (0 dispatch, 1 combine) at a measurement point.
@@ -212,8 +226,10 @@ BenchRecord make_record(const Run& run, const RunInfo& info, int gpus, bool fp8,
         network = std::max(network, point.sent[size_t(r)][size_t(op)]);
         predicted = std::max(predicted, point.predicted[size_t(r)][size_t(op)]);
         match = match && !point.differs[size_t(r)][size_t(op)];
-        nvlink = std::max(nvlink, op == 0 ? moved[size_t(r)].dispatch_nvlink : moved[size_t(r)].combine_nvlink);
-        received = std::max(received, op == 0 ? moved[size_t(r)].dispatch_received : moved[size_t(r)].combine_received);
+        nvlink =
+            std::max(nvlink, op == 0 ? moved[size_t(r)].dispatch_nvlink : moved[size_t(r)].combine_nvlink);
+        received = std::max(received,
+                            op == 0 ? moved[size_t(r)].dispatch_received : moved[size_t(r)].combine_received);
     }
     BenchRecord record;
     record.mode = "ht";
@@ -245,9 +261,10 @@ BenchRecord make_record(const Run& run, const RunInfo& info, int gpus, bool fp8,
     record.extra.emplace_back("count_mode", JsonValue(std::string("device")));
     record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model_sms)));
     record.extra.emplace_back("is_model_choice", JsonValue(sms == model_sms));
-    std::printf("  %s sms=%2d: %s %8.1f us, network %6.2f GB/s = %.3f of the %.0f GB/s cap, bytes %s prediction\n",
-                fp8 ? "fp8 " : "bf16", sms, op == 0 ? "dispatch" : "combine ", record.time_us.median, network_gbps,
-                network_gbps / cap, cap, match ? "==" : "!=");
+    std::printf(
+        "  %s sms=%2d: %s %8.1f us, network %6.2f GB/s = %.3f of the %.0f GB/s cap, bytes %s prediction\n",
+        fp8 ? "fp8 " : "bf16", sms, op == 0 ? "dispatch" : "combine ", record.time_us.median, network_gbps,
+        network_gbps / cap, cap, match ? "==" : "!=");
     return record;
 }
 
@@ -268,15 +285,26 @@ std::vector<int> sm_counts(const Run& run, const int (&model_sms)[2]) {
 void measure_ht_nodes(const BenchOptions& options, int R, int G, int nodes, const RunInfo& info,
                       std::vector<BenchRecord>& records, JsonObject& meta) {
     const ModeDefaults defaults = ht_defaults();
-    Run run{options, {R, R / nodes, nodes, options.tokens.value_or(defaults.tokens), options.hidden, options.topk,
-                      options.experts, {}},
-            options.iters.value_or(defaults.iters), options.warmup.value_or(defaults.warmup), {}, {}};
+    Run run{options,
+            {R,
+             R / nodes,
+             nodes,
+             options.tokens.value_or(defaults.tokens),
+             options.hidden,
+             options.topk,
+             options.experts,
+             {}},
+            options.iters.value_or(defaults.iters),
+            options.warmup.value_or(defaults.warmup),
+            {},
+            {}};
     NodesShape& shape = run.shape;
     for (int r = 0; r < R; ++r)
         shape.idx.push_back(random_topk_routing(shape.T, shape.K, shape.E, rank_seed(options.seed, r)));
-    std::printf("\nHT across %d emulated nodes: EP%d (%d per node) on %d GPU(s), %d tokens/rank, hidden %d, "
-                "top-%d of %d experts, %d iters\n",
-                nodes, R, shape.G, G, shape.T, shape.H, shape.K, shape.E, run.iters);
+    std::printf(
+        "\nHT across %d emulated nodes: EP%d (%d per node) on %d GPU(s), %d tokens/rank, hidden %d, "
+        "top-%d of %d experts, %d iters\n",
+        nodes, R, shape.G, G, shape.T, shape.H, shape.K, shape.E, run.iters);
     run.config.max_tokens_per_rank = shape.T;
     run.config.max_hidden = shape.H;
     run.config.max_topk = shape.K;
@@ -300,12 +328,14 @@ void measure_ht_nodes(const BenchOptions& options, int R, int G, int nodes, cons
     const int model_sms[2] = {model_for(SmModelOp::kDispatch), model_for(SmModelOp::kCombine)};
     for (PayloadType dtype : options.dtypes) {
         const bool fp8 = dtype == PayloadType::kFP8;
-        const auto record_bytes = device::RecordLayout::dispatch(shape.H, fp8 ? device::kPayloadFp8 : device::kPayloadBf16,
-                                                                 fp8 ? device::kScaleFloat32 : device::kScaleNone, shape.K)
-                                      .total_bytes;
+        const auto record_bytes =
+            device::RecordLayout::dispatch(shape.H, fp8 ? device::kPayloadFp8 : device::kPayloadBf16,
+                                           fp8 ? device::kScaleFloat32 : device::kScaleNone, shape.K)
+                .total_bytes;
         std::vector<RankBytes> moved;
         for (int r = 0; r < R; ++r)
-            moved.push_back(rank_bytes(shape, r, record_bytes, device::RecordLayout::combine(shape.H, shape.K).total_bytes));
+            moved.push_back(rank_bytes(shape, r, record_bytes,
+                                       device::RecordLayout::combine(shape.H, shape.K).total_bytes));
         for (int sms : sm_counts(run, model_sms)) {
             PointResult point(R);
             group.run([&](harness::RankContext& rank) { measure_rank(rank, run, fp8, sms, point); });
