@@ -58,13 +58,18 @@ Int parse_int(const std::string& flag, const std::string& text, Int min_value,
     return value;
 }
 
-double parse_seconds(const std::string& flag, const std::string& text) {
+// A number in (0, 1e6], or [0, 1e6] when `zero_allowed`; `what` names it in the error.
+double parse_number(const std::string& flag, const std::string& text, bool zero_allowed, const char* what) {
     double value = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || error != std::errc() || end != text.data() + text.size() || !(value > 0) ||
-        value > 1e6)
-        usage_error(flag + " expects a number of seconds > 0, got '" + text + "'");
+    if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
+        !(zero_allowed ? value >= 0 : value > 0) || value > 1e6)
+        usage_error(flag + " expects " + what + ", got '" + text + "'");
     return value;
+}
+
+double parse_seconds(const std::string& flag, const std::string& text) {
+    return parse_number(flag, text, false, "a number of seconds > 0");
 }
 
 // "a,b,c" -> {"a", "b", "c"}; an empty item is an error.
@@ -150,9 +155,16 @@ const OptionSpec kOptions[] = {
     {"--caller-stream", nullptr, kOnDefault | kOnHt | kOnLl,
      "ops run on the caller's stream (BufferConfig::launch_on_caller_stream)",
      [](BenchOptions& o, const std::string&, const std::string&) { o.caller_stream = true; }},
+    {"--network-gbps", "GBPS", kOnHt,
+     "ht --nodes N: the emulated network's cap on each rank's outgoing bytes (default 46; 0: unlimited, "
+     "which shows what the ops take apart from the cap)",
+     [](BenchOptions& o, const std::string& flag, const std::string& v) {
+         o.network_gbps = parse_number(flag, v, true, "GB/s >= 0");
+     }},
     {"--engine-stats", nullptr, kOnHt,
      "ht --nodes N: after each measurement point, print every rank's emulated network engine statistics "
-     "(cumulative: passes, requests, copy and write calls, lateness, ring and stream lag)",
+     "over that point (passes, requests, copy and write calls, wire bursts and idle, lateness, ring and "
+     "stream lag)",
      [](BenchOptions& o, const std::string&, const std::string&) { o.engine_stats = true; }},
     {"--sweep", "LIST", kOnDefault | kOnHt,
      "ht: SM counts to time, e.g. 4,8,24 (default 4,8,12,16,20,24,32; the model's choice is always added)",

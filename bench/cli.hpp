@@ -43,6 +43,7 @@ struct BenchOptions {
     uint64_t seed = 1;
     std::optional<double> timeout_seconds;                // BufferConfig::timeout_seconds
     bool caller_stream = false;                           // launch_on_caller_stream
+    std::optional<double> network_gbps;                   // ht --nodes: the emulated network's cap
     bool engine_stats = false;                            // ht --nodes: print the engines' statistics
     std::vector<int> sweep = {4, 8, 12, 16, 20, 24, 32};  // ht: SM counts
     std::vector<PayloadType> dtypes = {PayloadType::kFP8, PayloadType::kBF16};  // ht, baseline

@@ -134,6 +134,25 @@ HtNetworkShape network_shape(const NodesShape& shape, bool fp8) {
     return network;
 }
 
+// The engine's counts between two snapshots (the largest values stay those of `after`).
+NetworkEngineStats engine_since(const NetworkEngineStats& before, NetworkEngineStats after) {
+    for (auto field : {&NetworkEngineStats::passes,         &NetworkEngineStats::requests,
+                       &NetworkEngineStats::full_takes,     &NetworkEngineStats::batches,
+                       &NetworkEngineStats::coalesce_waits, &NetworkEngineStats::copy_calls,
+                       &NetworkEngineStats::copy_call_ns,   &NetworkEngineStats::copies,
+                       &NetworkEngineStats::copy_bytes,     &NetworkEngineStats::write_calls,
+                       &NetworkEngineStats::words,          &NetworkEngineStats::write_call_ns,
+                       &NetworkEngineStats::signal_adds,    &NetworkEngineStats::busy_ns,
+                       &NetworkEngineStats::waiting_ns,     &NetworkEngineStats::idle_ns,
+                       &NetworkEngineStats::wire_ns,        &NetworkEngineStats::late_ns,
+                       &NetworkEngineStats::queued_ns,      &NetworkEngineStats::ring_lag_samples,
+                       &NetworkEngineStats::ring_lag_ns,    &NetworkEngineStats::stream_lag_samples,
+                       &NetworkEngineStats::stream_lag_ns,  &NetworkEngineStats::bursts,
+                       &NetworkEngineStats::burst_gaps,     &NetworkEngineStats::burst_idle_ns})
+        after.*field -= before.*field;
+    return after;
+}
+
 // One rank's part of a measurement point.
 void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, PointResult& point) {
     const NodesShape& shape = run.shape;
@@ -157,6 +176,7 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
     combine.y = TensorView::contiguous(state.y.get(), DType::kBFloat16, {int64_t(shape.R) * T, H}, dev);
     combine.num_sms = sms;
     state.buffer->ht_load_kernels(args);
+    const NetworkEngineStats engine_before = state.buffer->network_stats().engine;
     rank.host_barrier();
     // The accounting pass (untimed): each op waited for with the network, then its bytes.
     DispatchResult result;
@@ -203,7 +223,7 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
     }
     state.buffer->synchronize();
     if (run.options.engine_stats) {
-        const std::string line = state.buffer->network_stats().engine.summary();
+        const std::string line = engine_since(engine_before, state.buffer->network_stats().engine).summary();
         rank.host_barrier();
         for (int r = 0; r < shape.R; ++r) {
             if (r == rank.rank) std::printf("    rank %d %s\n", r, line.c_str());
@@ -252,7 +272,9 @@ BenchRecord make_record(const Run& run, const RunInfo& info, int gpus, bool fp8,
     const double network_gbps = gbps(double(network), record.time_us.median).value_or(0.0);
     record.extra.emplace_back("nodes", JsonValue(int64_t(shape.N)));
     record.extra.emplace_back("network_gbps", JsonValue(network_gbps));
-    record.extra.emplace_back("fraction_of_network_cap", JsonValue(network_gbps / cap));
+    // An unlimited network (cap 0) has no fraction: null.
+    record.extra.emplace_back("fraction_of_network_cap",
+                              cap > 0 ? JsonValue(network_gbps / cap) : JsonValue());
     record.extra.emplace_back("network_cap_gbps", JsonValue(cap));
     record.extra.emplace_back("network_bytes", JsonValue(network));
     record.extra.emplace_back("predicted_network_bytes", JsonValue(predicted));
@@ -261,10 +283,11 @@ BenchRecord make_record(const Run& run, const RunInfo& info, int gpus, bool fp8,
     record.extra.emplace_back("count_mode", JsonValue(std::string("device")));
     record.extra.emplace_back("model_num_sms", JsonValue(int64_t(model_sms)));
     record.extra.emplace_back("is_model_choice", JsonValue(sms == model_sms));
-    std::printf(
-        "  %s sms=%2d: %s %8.1f us, network %6.2f GB/s = %.3f of the %.0f GB/s cap, bytes %s prediction\n",
-        fp8 ? "fp8 " : "bf16", sms, op == 0 ? "dispatch" : "combine ", record.time_us.median, network_gbps,
-        network_gbps / cap, cap, match ? "==" : "!=");
+    char of_cap[64] = "(no cap)";
+    if (cap > 0) std::snprintf(of_cap, sizeof of_cap, "= %.3f of the %.0f GB/s cap", network_gbps / cap, cap);
+    std::printf("  %s sms=%2d: %s %8.1f us, network %6.2f GB/s %s, bytes %s prediction\n",
+                fp8 ? "fp8 " : "bf16", sms, op == 0 ? "dispatch" : "combine ", record.time_us.median,
+                network_gbps, of_cap, match ? "==" : "!=");
     return record;
 }
 
@@ -312,6 +335,7 @@ void measure_ht_nodes(const BenchOptions& options, int R, int G, int nodes, cons
     run.config.timeout_seconds = options.timeout_seconds.value_or(defaults.timeout_seconds);
     run.config.launch_on_caller_stream = options.caller_stream;
     run.config.emulated_nodes = nodes;
+    if (options.network_gbps) run.config.network_bandwidth_gbps = *options.network_gbps;
     run.ranks.resize(size_t(R));
     harness::RankGroup group(R, G);
     set_up(group, run);

@@ -39,6 +39,9 @@ struct NetworkEngineStats {
     uint64_t late_ns = 0;      // per copy call, how far past its wire slot's end its most overdue
     uint64_t late_max_ns = 0;  // chunk was (summed; the largest)
     uint64_t queued_ns = 0;    // per chunk, from its batch being due to its issue (summed)
+    // The wire's busy periods (split where it stayed idle 200 us or more, as between ops) and, inside
+    // them, the stretches it stood idle for want of a due batch (their count and summed time).
+    uint64_t bursts = 0, burst_gaps = 0, burst_idle_ns = 0;
     // Ring lag: from a kernel posting a descriptor (its globaltimer) to the engine taking it (host
     // clock). The clocks differ by an unknown offset, so the smallest lag seen counts as zero:
     // sums and maximum above that minimum.

@@ -455,6 +455,9 @@ void EmulatedNetwork::refresh_stats() {
     e.late_ns = uint64_t(s.late_ns);
     e.late_max_ns = uint64_t(s.late_max_ns);
     e.queued_ns = uint64_t(s.queued_ns);
+    e.bursts = s.bursts;
+    e.burst_gaps = s.burst_gaps;
+    e.burst_idle_ns = uint64_t(s.burst_idle_ns);
     e.ring_lag_samples = engine_.ring_lag_samples;
     if (engine_.ring_lag_samples > 0) {
         e.ring_lag_ns =

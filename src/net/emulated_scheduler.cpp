@@ -31,7 +31,9 @@ void Executor::write(const Word* words, size_t count) {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, Executor& executor)
-    : config_(config), executor_(executor), random_(config.seed * 0x9e3779b97f4a7c15ull + uint64_t(config.rank)) {
+    : config_(config),
+      executor_(executor),
+      random_(config.seed * 0x9e3779b97f4a7c15ull + uint64_t(config.rank)) {
     const int32_t num_ranks = config_.num_nodes * config_.ranks_per_node;
     contexts_.resize(static_cast<size_t>(config_.num_contexts));
     for (ContextState& context : contexts_) {
@@ -60,8 +62,8 @@ std::string Scheduler::accept(int32_t context_index, uint64_t position, const de
     last_request_ns_ = now_ns;
     auto refuse = [&](const std::string& why) {
         ++stats_.invalid_requests;
-        return "request at position " + std::to_string(position) + " of context " + std::to_string(context_index) +
-               ": " + why;
+        return "request at position " + std::to_string(position) + " of context " +
+               std::to_string(context_index) + ": " + why;
     };
     if (context_index < 0 || context_index >= config_.num_contexts) return refuse("no such context");
     ContextState& context = contexts_[context_index];
@@ -78,31 +80,32 @@ std::string Scheduler::accept(int32_t context_index, uint64_t position, const de
                       std::to_string(config_.num_nodes) + ")");
     const uint64_t bytes = d.kind == device::kNetRequestPut ? d.bytes : 0;
     const uint64_t window = config_.window_bytes;
-    if (d.kind == device::kNetRequestPut &&
-        (d.dst_offset > window || bytes > window - d.dst_offset || d.src_offset > window ||
-         bytes > window - d.src_offset))
+    if (d.kind == device::kNetRequestPut && (d.dst_offset > window || bytes > window - d.dst_offset ||
+                                             d.src_offset > window || bytes > window - d.src_offset))
         return refuse("bytes [" + std::to_string(d.src_offset) + ", +" + std::to_string(bytes) + ") -> [" +
                       std::to_string(d.dst_offset) + ", +" + std::to_string(bytes) + ") outside the " +
                       std::to_string(window) + "-byte window");
     if (d.signal_id != kNetNone && d.signal_id >= uint32_t(kNetNumSignals))
         return refuse("signal " + std::to_string(d.signal_id) + " >= " + std::to_string(kNetNumSignals));
-    if (d.counter_id != kNetNone && (d.counter_id >= uint32_t(kNetNumCounters) || d.kind != device::kNetRequestPut))
+    if (d.counter_id != kNetNone &&
+        (d.counter_id >= uint32_t(kNetNumCounters) || d.kind != device::kNetRequestPut))
         return refuse("counter " + std::to_string(d.counter_id) + " invalid for this request");
-    if (d.kind == device::kNetRequestSignal && d.signal_id == kNetNone) return refuse("a signal request without a signal");
+    if (d.kind == device::kNetRequestSignal && d.signal_id == kNetNone)
+        return refuse("a signal request without a signal");
     // An id belongs to one context (GIN keeps them per context): refuse one raised on two.
     if (d.signal_id != kNetNone) {
         int32_t& owner = signal_context_[size_t(d.peer_node) * kNetNumSignals + d.signal_id];
         if (owner >= 0 && owner != context_index)
-            return refuse("signal " + std::to_string(d.signal_id) + " of node " + std::to_string(d.peer_node) +
-                          " was raised on context " + std::to_string(owner) +
+            return refuse("signal " + std::to_string(d.signal_id) + " of node " +
+                          std::to_string(d.peer_node) + " was raised on context " + std::to_string(owner) +
                           " before; a signal id belongs to one context");
         owner = context_index;
     }
     if (d.counter_id != kNetNone) {
         int32_t& owner = counter_context_[d.counter_id];
         if (owner >= 0 && owner != context_index)
-            return refuse("counter " + std::to_string(d.counter_id) + " was used on context " + std::to_string(owner) +
-                          " before; a counter id belongs to one context");
+            return refuse("counter " + std::to_string(d.counter_id) + " was used on context " +
+                          std::to_string(owner) + " before; a counter id belongs to one context");
         owner = context_index;
     }
 
@@ -136,7 +139,14 @@ bool Scheduler::wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_
         // became due if it was idle then: never from when the engine got here, so an engine that
         // is late loses no wire time (it issues what is overdue at once).
         const double wire = double(bytes) / config_.bytes_per_ns;
-        wire_free_ns_ = std::max(wire_free_ns_, double(batch.ready_ns)) + wire;
+        const double start = std::max(wire_free_ns_, double(batch.ready_ns));
+        if (wire_free_ns_ < 0 || start - wire_free_ns_ >= kBurstGapNs) {
+            ++stats_.bursts;
+        } else if (start > wire_free_ns_) {
+            ++stats_.burst_gaps;
+            stats_.burst_idle_ns += start - wire_free_ns_;
+        }
+        wire_free_ns_ = start + wire;
         batch.next_chunk_wire_end = wire_free_ns_;
         stats_.wire_ns += wire;
     }
@@ -208,7 +218,8 @@ void Scheduler::form_batch(ContextState& context, Lane& lane, int64_t now_ns, in
     batch.active = true;
     batch.first_position = lane.waiting.front().position;
     ++stats_.batches;
-    const int32_t dst_rank = lane.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
+    const int32_t dst_rank =
+        lane.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
     puts_.clear();
     uint64_t taken_bytes = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -287,7 +298,8 @@ void Scheduler::form_batch(ContextState& context, Lane& lane, int64_t now_ns, in
     }
 }
 
-void Scheduler::queue_word(Executor::Word::Kind kind, int32_t rank, int32_t context, uint32_t id, uint64_t value) {
+void Scheduler::queue_word(Executor::Word::Kind kind, int32_t rank, int32_t context, uint32_t id,
+                           uint64_t value) {
     uint32_t* slot = nullptr;
     switch (kind) {
         case Executor::Word::kSignal:
@@ -333,7 +345,8 @@ bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_
         const Completion& done = batch.completions[batch.next_completion++];
         if (!done.signal) {
             counter_values_[done.id] += done.add;
-            queue_word(Executor::Word::kCounter, config_.rank, lane.context, done.id, counter_values_[done.id]);
+            queue_word(Executor::Word::kCounter, config_.rank, lane.context, done.id,
+                       counter_values_[done.id]);
         } else if (!config_.withhold) {
             uint64_t& value = signal_values_[size_t(lane.peer_node) * kNetNumSignals + done.id];
             value += done.add;
@@ -456,7 +469,8 @@ int64_t Scheduler::issue(int64_t now_ns) {
                 }
                 if (!lane.batch.active) continue;
                 const size_t before = lane.batch.next_chunk;
-                const int32_t dst_rank = lane.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
+                const int32_t dst_rank =
+                    lane.peer_node * config_.ranks_per_node + (config_.rank % config_.ranks_per_node);
                 const bool done = issue_batch(lane, dst_rank, now_ns, next_due);
                 if (done || lane.batch.next_chunk > before) progress = true;
                 if (!done) {
@@ -502,7 +516,7 @@ void Scheduler::clear() {
     std::fill(signal_word_.begin(), signal_word_.end(), 0);
     std::fill(counter_word_.begin(), counter_word_.end(), 0);
     std::fill(flush_word_.begin(), flush_word_.end(), 0);
-    wire_free_ns_ = 0;
+    wire_free_ns_ = -1;
 }
 
 }  // namespace switchyard::net

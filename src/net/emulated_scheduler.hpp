@@ -130,7 +130,16 @@ struct SchedulerStats {
     double late_ns = 0;           // chunks issued after their slot ended (summed per copy call)
     double late_max_ns = 0;       // the latest of them
     double queued_ns = 0;         // per chunk, from its batch being due to its issue (summed)
+    // The wire's busy periods (bursts: split where it stayed idle for kBurstGapNs or more, as
+    // between ops) and the idle stretches inside them: the time the wire waited for a due batch
+    // while the network was in use (a burst spans its wire time plus that idle time).
+    uint64_t bursts = 0;
+    uint64_t burst_gaps = 0;
+    double burst_idle_ns = 0;
 };
+
+// Wire idle for this long ends a burst (SchedulerStats::bursts).
+constexpr double kBurstGapNs = 200'000;
 
 class Scheduler {
   public:
@@ -253,7 +262,7 @@ class Scheduler {
     std::vector<Put> puts_;
     std::vector<Executor::Copy> merged_;
     std::vector<size_t> merged_of_put_, first_chunk_, need_of_request_;
-    double wire_free_ns_ = 0;  // when the wire has carried every chunk reserved so far
+    double wire_free_ns_ = -1;  // when the wire has carried every chunk reserved so far (-1: never used)
     int64_t last_request_ns_ = 0;
     uint64_t rotation_ = 0;
     std::mt19937_64 random_;

@@ -5,6 +5,7 @@
 // withheld rank and the byte accounting; and the request stream of LL ops across nodes.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -82,9 +83,9 @@ struct MemcpyExecutor : Executor {
         if (found == promises.end()) return;
         for (const Copy& put : found->second)
             if (!landed(put))
-                violations.push_back(std::string(1, kind) + " " + std::to_string(id) + "=" + std::to_string(value) +
-                                     " written before the put to offset " + std::to_string(put.dst_offset) +
-                                     " landed");
+                violations.push_back(std::string(1, kind) + " " + std::to_string(id) + "=" +
+                                     std::to_string(value) + " written before the put to offset " +
+                                     std::to_string(put.dst_offset) + " landed");
     }
     void write_signal(int32_t dst_rank, int32_t, uint32_t id, uint64_t value) override {
         check('s', dst_rank, id, value);
@@ -95,7 +96,8 @@ struct MemcpyExecutor : Executor {
     }
     size_t index_of(char kind, int32_t target, uint32_t id, uint64_t value) const {
         for (size_t i = 0; i < writes.size(); ++i)
-            if (writes[i].kind == kind && writes[i].target == target && writes[i].id == id && writes[i].value == value)
+            if (writes[i].kind == kind && writes[i].target == target && writes[i].id == id &&
+                writes[i].value == value)
                 return i;
         return SIZE_MAX;
     }
@@ -121,7 +123,9 @@ struct Harness {
         executor.windows = &windows;
         scheduler = std::make_unique<Scheduler>(config, executor);
     }
-    int32_t rail_rank(int32_t node) const { return node * config.ranks_per_node + config.rank % config.ranks_per_node; }
+    int32_t rail_rank(int32_t node) const {
+        return node * config.ranks_per_node + config.rank % config.ranks_per_node;
+    }
 
     uint64_t post(int32_t context, uint32_t kind, int32_t node, uint64_t dst, uint64_t src, uint64_t bytes,
                   uint32_t signal = device::kNetNone, uint64_t add = 0, uint32_t counter = device::kNetNone) {
@@ -140,9 +144,11 @@ struct Harness {
         return position;
     }
     Executor::Copy put(int32_t context, int32_t node, uint64_t dst, uint64_t src, uint64_t bytes,
-                       uint32_t signal = device::kNetNone, uint64_t add = 0, uint32_t counter = device::kNetNone) {
+                       uint32_t signal = device::kNetNone, uint64_t add = 0,
+                       uint32_t counter = device::kNetNone) {
         post(context, device::kNetRequestPut, node, dst, src, bytes, signal, add, counter);
-        if (counter != device::kNetNone) executor.counter_puts[counter].push_back({rail_rank(node), dst, src, bytes});
+        if (counter != device::kNetNone)
+            executor.counter_puts[counter].push_back({rail_rank(node), dst, src, bytes});
         return {rail_rank(node), dst, src, bytes};
     }
     uint64_t flush(int32_t context) { return post(context, device::kNetRequestFlush, 0, 0, 0, 0); }
@@ -180,12 +186,13 @@ void stream_with_signals(Harness& h, int puts, uint64_t bytes, int per_signal, i
         const bool signals = (i + 1) % per_signal == 0;
         const uint64_t size = bytes ? bytes : 8 * (1 + random() % 64);
         const uint64_t offset = uint64_t(i) * 1024;
-        const Executor::Copy put = h.put(context, 1, offset, offset, size, signals ? uint32_t(context) : device::kNetNone,
-                                         signals ? 1 : 0);
+        const Executor::Copy put = h.put(context, 1, offset, offset, size,
+                                         signals ? uint32_t(context) : device::kNetNone, signals ? 1 : 0);
         lane[context].push_back(put);
         if (signals) {
             ++signal_value[context];
-            h.executor.promises[{'s', h.rail_rank(1), uint32_t(context), signal_value[context]}] = lane[context];
+            h.executor.promises[{'s', h.rail_rank(1), uint32_t(context), signal_value[context]}] =
+                lane[context];
         }
         if (random() % 4 == 0) h.scheduler->issue(h.now);  // issue while requests keep coming
         h.now += int64_t(random() % 2000);
@@ -203,9 +210,10 @@ void stream_with_signals(Harness& h, int puts, uint64_t bytes, int per_signal, i
 }  // namespace
 
 SY_TEST(NetScheduler, StrongSignalsInEveryMode) {
-    for (uint32_t mode : {0u, uint32_t(kNetworkReorderPuts), uint32_t(kNetworkLateSourceReads),
-                          uint32_t(kNetworkContextsOutOfOrder),
-                          uint32_t(kNetworkReorderPuts | kNetworkLateSourceReads | kNetworkContextsOutOfOrder)}) {
+    for (uint32_t mode :
+         {0u, uint32_t(kNetworkReorderPuts), uint32_t(kNetworkLateSourceReads),
+          uint32_t(kNetworkContextsOutOfOrder),
+          uint32_t(kNetworkReorderPuts | kNetworkLateSourceReads | kNetworkContextsOutOfOrder)}) {
         for (int contexts : {1, 3}) {
             Harness h(two_nodes(mode));
             stream_with_signals(h, 600, 0, 7, contexts, mode * 10 + contexts);
@@ -255,10 +263,12 @@ SY_TEST(NetScheduler, CountersFollowTheirCopies) {
 }
 
 SY_TEST(NetScheduler, FlushReportsWhenEarlierSourcesWereRead) {
-    for (uint32_t mode : {0u, uint32_t(kNetworkLateSourceReads), uint32_t(kNetworkReorderPuts | kNetworkContextsOutOfOrder)}) {
+    for (uint32_t mode : {0u, uint32_t(kNetworkLateSourceReads),
+                          uint32_t(kNetworkReorderPuts | kNetworkContextsOutOfOrder)}) {
         Harness h(two_nodes(mode));
         std::vector<Executor::Copy> before;
-        for (int i = 0; i < 25; ++i) before.push_back(h.put(2, 1, uint64_t(i) * 8192, uint64_t(i) * 8192, 8192));
+        for (int i = 0; i < 25; ++i)
+            before.push_back(h.put(2, 1, uint64_t(i) * 8192, uint64_t(i) * 8192, 8192));
         const uint64_t position = h.flush(2);
         h.executor.promises[{'f', 0, 2, position + 1}] = before;
         h.put(2, 1, 1 << 20, 1 << 20, 8192);  // after the flush: not covered
@@ -319,7 +329,8 @@ SY_TEST(NetScheduler, RecordsWithASignalEachCoalesceAcrossSignals) {
     h.run();
     for (const auto& v : h.executor.violations) std::printf("  violation: %s\n", v.c_str());
     SY_CHECK(h.executor.violations.empty());
-    for (int c = 0; c < channels; ++c) SY_CHECK(h.executor.index_of('s', 1, uint32_t(c), records) != SIZE_MAX);
+    for (int c = 0; c < channels; ++c)
+        SY_CHECK(h.executor.index_of('s', 1, uint32_t(c), records) != SIZE_MAX);
     for (int c = 0; c < 4; ++c)
         for (const auto& put : lane[c]) SY_CHECK(h.executor.landed(put));
     const auto& stats = h.scheduler->stats();
@@ -448,7 +459,8 @@ SY_TEST(NetScheduler, PacingHoldsTheCapInSimulatedTime) {
     const uint64_t bytes = 64 << 10;
     const int puts = 35000;
     uint64_t issued_by_half = 0;
-    for (int i = 0; i < puts; ++i) h.put(i % 4, 1, 0, 0, bytes, i % 64 == 63 ? uint32_t(i % 4) : device::kNetNone, 1);
+    for (int i = 0; i < puts; ++i)
+        h.put(i % 4, 1, 0, 0, bytes, i % 64 == 63 ? uint32_t(i % 4) : device::kNetNone, 1);
     const int64_t start = h.now;
     while (h.scheduler->has_pending()) {
         const int64_t due = h.scheduler->issue(h.now);
@@ -490,7 +502,8 @@ SY_TEST(NetScheduler, PacingHoldsTheCapOverAMeasuredRun) {
     };
     h.now = now_ns();
     const int64_t posted = h.now;
-    for (int i = 0; i < puts; ++i) h.put(i % 4, 1, 0, 0, bytes, i % 64 == 63 ? uint32_t(i % 4) : device::kNetNone, 1);
+    for (int i = 0; i < puts; ++i)
+        h.put(i % 4, 1, 0, 0, bytes, i % 64 == 63 ? uint32_t(i % 4) : device::kNetNone, 1);
     int64_t due = 0, last_late = 0;
     while (h.scheduler->has_pending()) {
         const int64_t now = now_ns();
@@ -514,10 +527,11 @@ SY_TEST(NetScheduler, PacingHoldsTheCapOverAMeasuredRun) {
     const double rate = double(total) / seconds / 1e9;
     const double rate_on_time = double(total) / (seconds - double(last_late) / 1e9) / 1e9;
     const auto& stats = h.scheduler->stats();
-    std::printf("  %.1f MB in %.2f ms: %.3f GB/s against a 2 GB/s cap (%.3f GB/s without the last wake-up's "
-                "%.2f ms late); %llu copy calls, %.2f ms late in all\n",
-                total / 1e6, seconds * 1e3, rate, rate_on_time, last_late / 1e6,
-                (unsigned long long)stats.copy_calls, stats.late_ns / 1e6);
+    std::printf(
+        "  %.1f MB in %.2f ms: %.3f GB/s against a 2 GB/s cap (%.3f GB/s without the last wake-up's "
+        "%.2f ms late); %llu copy calls, %.2f ms late in all\n",
+        total / 1e6, seconds * 1e3, rate, rate_on_time, last_late / 1e6, (unsigned long long)stats.copy_calls,
+        stats.late_ns / 1e6);
     SY_CHECK(rate <= 2.0 * 1.02);
     SY_CHECK(rate_on_time >= 2.0 * 0.98);
 }
@@ -542,20 +556,46 @@ SY_TEST(NetScheduler, AnEngineLateToItsSlotsLosesNoWireTime) {
     while (h.scheduler->has_pending()) {
         h.now += 30'000;
         h.scheduler->issue(h.now);
-        under_cap &= double(h.scheduler->stats().bytes_delivered[1]) <=
-                     config.bytes_per_ns * double(h.now - posted - config.latency_ns + config.issue_horizon_ns);
+        under_cap &=
+            double(h.scheduler->stats().bytes_delivered[1]) <=
+            config.bytes_per_ns * double(h.now - posted - config.latency_ns + config.issue_horizon_ns);
     }
     const double wire_ms = double(puts) * double(bytes) / config.bytes_per_ns / 1e6;
     const double took_ms = double(h.now - posted) / 1e6;
     const auto& stats = h.scheduler->stats();
-    std::printf("  %.1f MB: %.3f ms of wire, done by %.3f ms with issue() every 30 us (%llu copy calls, "
-                "%.1f us late at most)\n",
-                puts * double(bytes) / 1e6, wire_ms, took_ms, (unsigned long long)stats.copy_calls,
-                stats.late_max_ns / 1e3);
+    std::printf(
+        "  %.1f MB: %.3f ms of wire, done by %.3f ms with issue() every 30 us (%llu copy calls, "
+        "%.1f us late at most)\n",
+        puts * double(bytes) / 1e6, wire_ms, took_ms, (unsigned long long)stats.copy_calls,
+        stats.late_max_ns / 1e3);
     SY_CHECK(under_cap);
     SY_CHECK(took_ms <= wire_ms + 0.03 + config.latency_ns / 1e6 + 0.001);
     SY_CHECK(stats.late_max_ns > 0);
     SY_CHECK_EQ(stats.bytes_delivered[1], uint64_t(puts) * bytes);
+}
+
+SY_TEST(NetScheduler, BurstsCountTheWiresIdleStretches) {
+    // Three 460 KB puts (10 us of wire each at 46 GB/s): the second due 4 us after the first's
+    // wire ended (an idle stretch inside the burst), the third 300 us later (a new burst).
+    Harness h(two_nodes());
+    h.put(0, 1, 0, 0, 460'000);
+    h.run();  // due at 3 us, wire until 13 us
+    h.now = 14'000;
+    h.put(0, 1, 460'000, 460'000, 460'000);  // due at 17 us: 4 us idle
+    h.run();
+    h.now = 330'000;
+    h.put(0, 1, 920'000, 920'000, 460'000);  // due at 333 us, after the wire idled 306 us
+    h.run();
+    const net::SchedulerStats& stats = h.scheduler->stats();
+    SY_CHECK_EQ(stats.bursts, uint64_t(2));
+    SY_CHECK_EQ(stats.burst_gaps, uint64_t(1));
+    SY_CHECK(std::abs(stats.burst_idle_ns - 4'000.0) < 1.0);
+    SY_CHECK(std::abs(stats.wire_ns - 30'000.0) < 1.0);
+    NetworkEngineStats engine;
+    engine.bursts = stats.bursts;
+    engine.burst_gaps = stats.burst_gaps;
+    engine.burst_idle_ns = uint64_t(stats.burst_idle_ns);
+    SY_CHECK(engine.summary().find("in 2 bursts, idle 2.0 us a burst in 0.5 gaps") != std::string::npos);
 }
 
 SY_TEST(NetScheduler, CopiesOfOneCallCoalesceAcrossBatches) {
@@ -606,7 +646,8 @@ SY_TEST(NetScheduler, ReorderedPutsAreShuffledNotCoalesced) {
     const auto& copies = h.executor.copies;
     SY_CHECK_EQ(copies.size(), size_t(65));
     bool out_of_order = false;
-    for (size_t i = 1; i < copies.size(); ++i) out_of_order |= copies[i].dst_offset < copies[i - 1].dst_offset;
+    for (size_t i = 1; i < copies.size(); ++i)
+        out_of_order |= copies[i].dst_offset < copies[i - 1].dst_offset;
     SY_CHECK(out_of_order);
     SY_CHECK(h.executor.index_of('s', 1, 3, 1) != SIZE_MAX);
 }
@@ -769,7 +810,8 @@ SY_TEST(NetScheduler, EngineSummaryGivesAverages) {
     stats.ring_lag_ns = 8'000;
     const std::string line = stats.summary();
     std::printf("  %s\n", line.c_str());
-    SY_CHECK(line.find("copy calls 10: 2.0 us, 4.0 copies, 400 KB each (100 KB a copy)") != std::string::npos);
+    SY_CHECK(line.find("copy calls 10: 2.0 us, 4.0 copies, 400 KB each (100 KB a copy)") !=
+             std::string::npos);
     SY_CHECK(line.find("write calls 5: 0.0 us, 3.0 words each") != std::string::npos);
     SY_CHECK(line.find("ring lag +2.0 us") != std::string::npos);
 }
