@@ -9,13 +9,17 @@
 //   product    net_copy_kernel as the engine launches it, grid = min(pieces, blocks)
 //   units<N>   the same piece loop with N 16-byte loads per thread in flight (pieces of N * 8 KiB)
 // Each case: event-timed launches (median of `iters`), then the destination compared with the source.
+// Last, the engine's stream at the wire's pace (1 MB a call, each with its signal word): the word
+// as a stream memory operation after the launch, or written by the launch's last block.
 //
 // Build and run (sm_90a; not part of the library build):
-//   nvcc -O3 -std=c++20 -arch=sm_90a -Ikernels bench/micro/net_copy.cu -o net_copy
+//   nvcc -O3 -std=c++20 -arch=sm_90a -Ikernels bench/micro/net_copy.cu -lcuda -o net_copy
 //   ./net_copy [copies=25] [copy_bytes=201728] [iters=20]
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +128,54 @@ int main(int argc, char** argv) {
     for (const int blocks : {8, 16, 32}) {
         run_case("units8", 8 * 8192, blocks, units_kernel<8>);
         run_case("units16", 16 * 8192, blocks, units_kernel<16>);
+    }
+
+    // The engine's stream under the wire's pace: `steps` calls of one batch (1 MB) each, every call
+    // followed by its signal word, back to back on one stream at 16 blocks: the signal as a stream
+    // memory operation after the launch (memop) or written by the launch's last block (fused).
+    // GPU time per step (events around all steps) and host time per step (the calls themselves).
+    const int steps = 32;
+    const uint64_t step_bytes = uint64_t(1) << 20;
+    if (total >= step_bytes) {
+        uint64_t* words = nullptr;
+        uint32_t* blocks_done = nullptr;
+        CHECK(cudaMalloc(&words, sizeof(uint64_t)));
+        CHECK(cudaMalloc(&blocks_done, sizeof(uint32_t)));
+        CHECK(cudaMemset(blocks_done, 0, sizeof(uint32_t)));
+        NetCopyArgs args{};
+        const auto items = pieces(dst, src, 1, step_bytes, switchyard::device::kNetCopyPieceBytes);
+        args.count = int32_t(items.size());
+        std::copy(items.begin(), items.end(), args.items);
+        args.blocks_done = blocks_done;
+        for (const bool fused : {false, true}) {
+            double host_us = 0;
+            const float us = median_us(iters, stream, [&] {
+                const auto start = std::chrono::steady_clock::now();
+                for (int step = 0; step < steps; ++step) {
+                    args.num_words = fused ? 1 : 0;
+                    args.words[0] = {reinterpret_cast<uint64_t>(words), uint64_t(step + 1)};
+                    switchyard::device::net_copy_kernel<<<std::min(args.count, 16),
+                                                          switchyard::device::kNetCopyThreads, 0, stream>>>(args);
+                    if (!fused && cuStreamWriteValue64(stream, reinterpret_cast<CUdeviceptr>(words),
+                                                       uint64_t(step + 1), CU_STREAM_WRITE_VALUE_DEFAULT) !=
+                                      CUDA_SUCCESS) {
+                        std::fprintf(stderr, "cuStreamWriteValue64 failed\n");
+                        std::exit(1);
+                    }
+                }
+                host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                              .count();
+            });
+            uint64_t last = 0;
+            CHECK(cudaMemcpy(&last, words, sizeof last, cudaMemcpyDeviceToHost));
+            std::printf("steps %-6s %d x %llu B, 16 blocks: %6.2f us a step on the GPU (%5.1f GB/s), %5.2f us a "
+                        "step on the host, last word %llu %s\n",
+                        fused ? "fused" : "memop", steps, (unsigned long long)step_bytes, us / steps,
+                        steps * step_bytes / (us * 1e3), host_us / steps, (unsigned long long)last,
+                        last == uint64_t(steps) ? "ok" : "WRONG");
+            std::fflush(stdout);
+            if (last != uint64_t(steps)) std::exit(1);
+        }
     }
     return 0;
 }

@@ -73,8 +73,8 @@ struct NetworkStats {
     uint64_t flushes = 0;                           // flush requests
     uint64_t bytes_withheld = 0;                    // payload a withheld rank did not deliver (BufferConfig)
     uint64_t invalid_requests = 0;                  // requests refused (each also poisons the buffer)
-    std::string signal_writes;                      // how signals are written: "stream memory operations" or
-                                                    // "8-byte copies from pinned memory"
+    std::string signal_writes;  // how signals are written: by the copy kernel after its pieces, or (a
+                                // CUDA tool attached) stream memory operations or 8-byte copies
     std::string copies_by;      // how payload is copied: the engine's copy kernel, or driver
                                 // copies when a CUDA tool (sanitizer, profiler) is attached
     NetworkEngineStats engine;  // emulated network only

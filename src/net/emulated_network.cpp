@@ -110,33 +110,53 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         if (staging_) cudaFreeHost(staging_);
     }
 
-    bool memops() const { return memops_; }
+    // How signals, counters and flush reports are written.
+    const char* words_by() const {
+        return copy_kernel_ ? "the copy kernel (after the call's pieces)"
+               : memops_    ? "stream memory operations"
+                            : "8-byte copies from pinned memory";
+    }
 
+    // With the copy kernel, a call's copies and words are gathered and go at submit() as launches
+    // of it (the words written by the launch itself); with a CUDA tool attached, the driver's copies
+    // and stream memory operations go at once (cuda_tool_attached()).
     void copy(const Copy* copies, size_t count) override {
+        if (copy_kernel_) {
+            pending_copies_.insert(pending_copies_.end(), copies, copies + count);
+            return;
+        }
         const int64_t start = steady_ns();
-        copy_once(copies, count);
+        driver_copies(copies, count);
         const int64_t end = steady_ns();
         timing_.copy_call_ns += uint64_t(end - start);
         sample_stream_lag(start, end);
     }
-    // The copies cut into pieces of kNetCopyPieceBytes, one launch of the copy kernel per
-    // kNetCopyMaxItems pieces, a block per piece up to what the SMs the ranks leave free hold.
-    // With a CUDA tool attached, the driver's copies instead (cuda_tool_attached()).
-    void copy_once(const Copy* copies, size_t count) {
-        if (!copy_kernel_) return driver_copies(copies, count);
-        cut_into_pieces(
-            copies, count, args_,
+    // The gathered call: its copies cut into pieces of kNetCopyPieceBytes, one launch of the copy
+    // kernel per kNetCopyMaxItems pieces, a block per piece up to what the SMs the ranks leave free
+    // hold, the words in the launch with the last pieces (net/copy_pieces.hpp).
+    void submit() override {
+        if (pending_copies_.empty() && pending_words_.empty()) return;
+        const int64_t start = steady_ns();
+        args_.blocks_done = copy_blocks_done_;
+        plan_call(
+            pending_copies_.data(), pending_copies_.size(), pending_words_.data(), pending_words_.size(),
+            args_,
             [this](const Copy& copy, uint64_t* dst, uint64_t* src) {
                 *dst = reinterpret_cast<uint64_t>(windows_[copy.dst_rank] + copy.dst_offset);
                 *src = reinterpret_cast<uint64_t>(local_window_ + copy.src_offset);
             },
             [this](const device::NetCopyArgs& args) {
                 jit::LaunchConfig config;
-                config.grid[0] = unsigned(std::min(args.count, kMaxBlocks));
+                config.grid[0] = unsigned(std::clamp(args.count, 1, kMaxBlocks));
                 config.block[0] = unsigned(device::kNetCopyThreads);
                 config.stream = stream_;
                 jit::launch(*copy_kernel_, config, &args, sizeof(args));
             });
+        pending_copies_.clear();
+        pending_words_.clear();
+        const int64_t end = steady_ns();
+        timing_.copy_call_ns += uint64_t(end - start);
+        sample_stream_lag(start, end);
     }
     // One cudaMemcpyBatchAsync per call: source read in stream order, the copy engines preferred.
     void driver_copies(const Copy* copies, size_t count) {
@@ -161,6 +181,11 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     // The words of one scheduler call: one cuStreamBatchMemOp per 255 (each write fences the
     // stream's earlier writes, the copies, as cuStreamWriteValue64 does), or one write each.
     void write(const Word* words, size_t count) override {
+        if (copy_kernel_) {  // written by the call's last launch (submit)
+            for (size_t i = 0; i < count; ++i)
+                pending_words_.push_back({reinterpret_cast<uint64_t>(address_of(words[i])), words[i].value});
+            return;
+        }
         const int64_t start = steady_ns();
         size_t done = 0;
         while (batch_memops_ && done < count) {
@@ -202,7 +227,11 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
         SY_CUDA_CHECK(cudaMemcpyAsync(word, staging_ + kStagingWords, sizeof(uint32_t),
                                       cudaMemcpyHostToDevice, stream_));
     }
-    void set_own_rank(int32_t rank) { own_rank_ = rank; }
+    void set_own_rank(int32_t rank) {
+        own_rank_ = rank;
+        copy_blocks_done_ =
+            reinterpret_cast<uint32_t*>(states_[size_t(rank)] + EmulatedNetState::kCopyBlocksDone);
+    }
 
     // What the engine's stats take from the executor.
     struct Timing {
@@ -304,6 +333,9 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     static constexpr int32_t kMaxBlocks = device::kNetCopyBlocksPerSm * tuning::kEmulatedNetworkSmsPerRank;
     const jit::Kernel* copy_kernel_;  // null: driver copies
     device::NetCopyArgs args_{};
+    uint32_t* copy_blocks_done_ = nullptr;  // the copy kernel's block counter, in this rank's network state
+    std::vector<Copy> pending_copies_;      // the call being gathered (copy kernel only)
+    std::vector<device::NetCopyWord> pending_words_;
     std::vector<void*> dsts_;
     std::vector<const void*> srcs_;
     std::vector<size_t> sizes_;
@@ -665,7 +697,7 @@ NetworkStats EmulatedNetwork::stats() const {
     out.node = layout_.node;
     out.local_index = layout_.local_index;
     out.accounted = true;
-    out.signal_writes = executor_->memops() ? "stream memory operations" : "8-byte copies from pinned memory";
+    out.signal_writes = executor_->words_by();
     out.copies_by = executor_->copy_path();
     std::lock_guard<std::mutex> lock(stats_mutex_);
     out.bytes_to_rank = stats_snapshot_.bytes_delivered;

@@ -5,15 +5,16 @@
 // memory; transport/net_emulated.cuh). One engine thread per rank, started with the buffer and
 // stopped with it, takes them in position order, lets the Scheduler (emulated_scheduler.hpp)
 // decide order, coalescing, pacing and latency, and executes the work on one CUDA stream of its
-// own: payload with the engine's copy kernel (transport/net_copy.cuh: one launch per call, 32 KiB
-// pieces, at most 16 blocks, into the destination rank's window as this process maps it), then
-// signals, counters and flush reports with stream memory operations (cuStreamBatchMemOp; 8-byte
-// copies from pinned memory where the driver lacks them). The stream keeps everything in the order
-// the scheduler issued it, so a signal lands after the payload before it; it works under CUDA-graph
-// replay. The copy kernel needs SMs: the ranks sharing a GPU with the network leave it
-// tuning::kEmulatedNetworkSmsPerRank each (their kernels wait for its deliveries). With a CUDA tool
-// attached (compute-sanitizer, a profiler), which may hold a launch until the device is idle, the
-// payload goes by the driver's copies (cudaMemcpyBatchAsync) instead.
+// own: each call (payload, then signals, counters and flush reports) as one launch of the engine's
+// copy kernel (transport/net_copy.cuh: 32 KiB pieces, at most 16 blocks, into the destination
+// rank's window as this process maps it; its last block writes the call's words once every piece
+// has landed). The stream keeps everything in the order the scheduler issued it, so a signal lands
+// after the payload before it; it works under CUDA-graph replay. The copy kernel needs SMs: the
+// ranks sharing a GPU with the network leave it tuning::kEmulatedNetworkSmsPerRank each (their
+// kernels wait for its deliveries). With a CUDA tool attached (compute-sanitizer, a profiler),
+// which may hold a launch until the device is idle, the payload goes by the driver's copies
+// (cudaMemcpyBatchAsync) and the words by stream memory operations (cuStreamBatchMemOp; 8-byte
+// copies from pinned memory where the driver lacks them) instead.
 //
 // The pointers the engine uses for other nodes' windows and states never reach a kernel: kernels
 // see only their own rings, state and window offsets.

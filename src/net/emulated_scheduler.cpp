@@ -413,6 +413,7 @@ void Scheduler::flush_calls() {
         }
         call_words_.clear();
     }
+    executor_.submit();
 }
 
 uint64_t Scheduler::first_unissued(const ContextState& context) const {

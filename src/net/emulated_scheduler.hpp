@@ -77,6 +77,9 @@ class Executor {
     // The words, after everything earlier; among themselves in any order. The default makes one
     // call below per word.
     virtual void write(const Word* words, size_t count);
+    // The end of one issue()'s calls (its copies, then its words): an executor that gathers a
+    // call's work runs it now.
+    virtual void submit() {}
     virtual void write_signal(int32_t dst_rank, int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_counter(int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_flush_done(int32_t context, uint64_t value) = 0;

@@ -1,7 +1,8 @@
 // How the emulated network's engine feeds its copy kernel (net/copy_pieces.hpp): every byte of every
 // copy in exactly one piece, pieces of at most 32 KiB in copy order, a launch whenever the argument
-// struct is full and one at the end; and the pieces, executed as the kernel would on host memory,
-// move exactly the copies' bytes.
+// struct is full and one at the end; the call's words in the launch with its last pieces (and in
+// launches of words alone after it when they overflow); and the pieces, executed as the kernel
+// would on host memory, move exactly the copies' bytes.
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -26,16 +27,18 @@ uint64_t window_of(int32_t rank) {
 
 struct Launches {
     std::vector<std::vector<device::NetCopyItem>> items;
-    int cut(const std::vector<Copy>& copies) {
+    std::vector<std::vector<device::NetCopyWord>> words;
+    int cut(const std::vector<Copy>& copies, const std::vector<device::NetCopyWord>& call_words = {}) {
         device::NetCopyArgs args{};
-        return net::cut_into_pieces(
-            copies.data(), copies.size(), args,
+        return net::plan_call(
+            copies.data(), copies.size(), call_words.data(), call_words.size(), args,
             [](const Copy& copy, uint64_t* dst, uint64_t* src) {
                 *dst = window_of(copy.dst_rank) + copy.dst_offset;
                 *src = kLocalBase + copy.src_offset;
             },
             [this](const device::NetCopyArgs& launched) {
                 items.emplace_back(launched.items, launched.items + launched.count);
+                words.emplace_back(launched.words, launched.words + launched.num_words);
             });
     }
 };
@@ -104,6 +107,34 @@ SY_TEST(NetCopyPieces, NoCopiesNoLaunch) {
     SY_CHECK(launches.items.empty());
 }
 
+SY_TEST(NetCopyPieces, WordsRideWithTheLastPieces) {
+    std::vector<device::NetCopyWord> words;
+    for (uint64_t w = 0; w < 150; ++w) words.push_back({0x1000 + 8 * w, w + 1});
+    // 600 pieces and 150 words: a full launch, then 88 pieces with the first 64 words, then two
+    // launches of words alone (64 and 22), in order.
+    Launches launches;
+    const std::vector<Copy> copies = {{1, 0, 0, 600 * kNetCopyPieceBytes}};
+    SY_CHECK_EQ(launches.cut(copies, words), 4);
+    SY_CHECK_EQ(launches.items[0].size(), size_t(kNetCopyMaxItems));
+    SY_CHECK(launches.words[0].empty());
+    SY_CHECK_EQ(launches.items[1].size(), size_t(600 - kNetCopyMaxItems));
+    SY_CHECK_EQ(launches.words[1].size(), size_t(device::kNetCopyMaxWords));
+    SY_CHECK(launches.items[2].empty() && launches.items[3].empty());
+    SY_CHECK_EQ(launches.words[2].size(), size_t(device::kNetCopyMaxWords));
+    SY_CHECK_EQ(launches.words[3].size(), size_t(150 - 2 * device::kNetCopyMaxWords));
+    uint64_t next = 1;
+    for (const auto& launch : launches.words)
+        for (const device::NetCopyWord& word : launch) SY_CHECK_EQ(word.value, next++);
+    SY_CHECK_EQ(next, uint64_t(151));
+    // Words without copies: launches of words alone; one word with one small copy: one launch.
+    Launches alone;
+    SY_CHECK_EQ(alone.cut({}, {words[0], words[1]}), 1);
+    SY_CHECK(alone.items[0].empty() && alone.words[0].size() == 2);
+    Launches together;
+    SY_CHECK_EQ(together.cut({{1, 0, 0, 4096}}, {words[0]}), 1);
+    SY_CHECK(together.items[0].size() == 1 && together.words[0].size() == 1);
+}
+
 // The pieces executed on host memory as the kernel executes them (any order: here last to first)
 // reproduce the copies exactly, unaligned ends included.
 SY_TEST(NetCopyPieces, PiecesMoveTheCopiesBytes) {
@@ -121,8 +152,8 @@ SY_TEST(NetCopyPieces, PiecesMoveTheCopiesBytes) {
         std::memcpy(expected.data() + copy.dst_offset, source.data() + copy.src_offset, copy.bytes);
     device::NetCopyArgs args{};
     std::vector<device::NetCopyItem> all;
-    net::cut_into_pieces(
-        copies.data(), copies.size(), args,
+    net::plan_call(
+        copies.data(), copies.size(), nullptr, 0, args,
         [&](const Copy& copy, uint64_t* dst, uint64_t* src) {
             *dst = reinterpret_cast<uint64_t>(target.data() + copy.dst_offset);
             *src = reinterpret_cast<uint64_t>(source.data() + copy.src_offset);

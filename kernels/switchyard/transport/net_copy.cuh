@@ -1,8 +1,10 @@
 // The emulated network's copy kernel: the engine (src/net/emulated_network.cpp) moves one call's
 // copies with one launch of it on its own stream, from a few SMs the ranks' budgets leave free
 // (tuning::kEmulatedNetworkSmsPerRank). The copies of a call may run in any order and overlap in
-// time (the executor's contract); the words after them (signals, counters) are written in stream
-// order, once the kernel has ended.
+// time (the executor's contract); the words after them (signals, counters, flush reports) ride in
+// the same launch and are written by its last block once every block's pieces have landed, so a
+// call is one launch, not a launch and a stream memory operation: on one H200 with four ranks the
+// stream spent more time between the two than in the copy (decision of 2026-12-02).
 //
 // Why a kernel of our own: the engine's cudaMemcpyBatchAsync work between ranks of one GPU needed
 // SMs anyway (it stalled while the ranks' kernels held every SM and ran once 4 SMs per rank were
@@ -11,6 +13,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
+#include "switchyard/common/ptx.cuh"
 
 namespace switchyard::device {
 
@@ -34,10 +37,20 @@ constexpr int32_t kNetCopyBlocksPerSm = 4;
 // needs no staging memory; a call with more pieces takes several launches.
 constexpr int32_t kNetCopyMaxItems = 512;
 
+// A word the launch writes after its pieces: a device address (a signal of a rail peer, a counter
+// or flush report of this rank) and its new value.
+struct NetCopyWord {
+    uint64_t address;
+    uint64_t value;
+};
+constexpr int32_t kNetCopyMaxWords = 64;
+
 struct NetCopyArgs {
-    int32_t count;
-    int32_t pad;
+    int32_t count;          // pieces
+    int32_t num_words;      // words written once every piece of the launch has landed
+    uint32_t* blocks_done;  // device counter of blocks past their pieces, zero between launches
     NetCopyItem items[kNetCopyMaxItems];
+    NetCopyWord words[kNetCopyMaxWords];
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -86,7 +99,10 @@ SY_DEVICE void copy_unaligned_piece(const NetCopyItem& item) {
 }  // namespace net_copy_detail
 
 // Block b moves pieces b, b + gridDim.x, ...; pieces are independent (the executor's contract), so
-// a call's bytes spread over as many blocks as the GPU has room for.
+// a call's bytes spread over as many blocks as the GPU has room for. Then, if the launch carries
+// words, each block counts itself done after its threads' stores are fenced, and the last one
+// writes the words (after a fence: the release that orders every piece before every word) and
+// rearms the counter for the stream's next launch.
 __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
     net_copy_kernel(const __grid_constant__ NetCopyArgs args) {
     for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x)) {
@@ -99,6 +115,17 @@ __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
         else
             net_copy_detail::copy_unaligned_piece<unsigned char>(item);
     }
+    if (args.num_words == 0) return;
+    __shared__ uint32_t last_block;
+    ptx::fence_acq_rel_sys();  // this thread's stores, before its block is counted
+    __syncthreads();
+    if (threadIdx.x == 0) last_block = atomicAdd(args.blocks_done, 1u) + 1u == gridDim.x;
+    __syncthreads();
+    if (!last_block) return;
+    ptx::fence_acq_rel_sys();  // every block's pieces (seen through the count) before the words
+    for (int32_t w = int32_t(threadIdx.x); w < args.num_words; w += kNetCopyThreads)
+        ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(args.words[w].address), args.words[w].value);
+    if (threadIdx.x == 0) *args.blocks_done = 0;  // the stream's next launch starts after this one ends
 }
 
 #endif

@@ -72,7 +72,7 @@ struct NetDescriptor {
     uint32_t signal_id;   // kNetNone: no signal
     uint32_t counter_id;  // kNetNone: no counter
     uint64_t posted_ns;   // the kernel's globaltimer when it posted (the engine's ring-lag statistic only)
-    uint64_t tag;  // position + 1 once valid
+    uint64_t tag;         // position + 1 once valid
 };
 static_assert(sizeof(NetDescriptor) == 64, "a ring slot is 64 bytes");
 
@@ -83,21 +83,24 @@ struct EmulatedNetState {
     // Signals and counters per context, as GIN keeps them: [context][id].
     static constexpr int64_t kSignals = 0;
     static constexpr int64_t kCounters = kSignals + int64_t(kNetMaxContexts) * kNetNumSignals;
-    static constexpr int64_t kFlushDone = kCounters + int64_t(kNetMaxContexts) * kNetNumCounters;  // [context]
+    static constexpr int64_t kFlushDone =
+        kCounters + int64_t(kNetMaxContexts) * kNetNumCounters;             // [context]
     static constexpr int64_t kRingHeads = kFlushDone + kNetMaxContexts;     // [context] claims (kernels)
     static constexpr int64_t kRingFreeHint = kRingHeads + kNetMaxContexts;  // [context] (kernels)
-    static constexpr int64_t kWords = kRingFreeHint + kNetMaxContexts;
+    // The engine's copy kernel: blocks of the running launch past their pieces (net_copy.cuh).
+    static constexpr int64_t kCopyBlocksDone = kRingFreeHint + kNetMaxContexts;
+    static constexpr int64_t kWords = kCopyBlocksDone + 1;
     static constexpr int64_t kBytes = kWords * 8;
 };
 
 // What a kernel needs to use the emulated network (net_emulated.cuh). Filled by the host engine.
 struct EmulatedNetContext {
-    NetDescriptor* rings;            // [kNetMaxContexts][ring_slots]: device alias of mapped host memory
-    const uint64_t* ring_consumed;   // [kNetMaxContexts]: positions the engine took (mapped host memory)
-    uint64_t* state;                 // this rank's EmulatedNetState (device memory)
-    uint64_t window_bytes;           // bytes of every rank's window (its symmetric buffer)
-    uint32_t ring_slots;             // a power of two
-    int32_t num_contexts;            // <= kNetMaxContexts
+    NetDescriptor* rings;           // [kNetMaxContexts][ring_slots]: device alias of mapped host memory
+    const uint64_t* ring_consumed;  // [kNetMaxContexts]: positions the engine took (mapped host memory)
+    uint64_t* state;                // this rank's EmulatedNetState (device memory)
+    uint64_t window_bytes;          // bytes of every rank's window (its symmetric buffer)
+    uint32_t ring_slots;            // a power of two
+    int32_t num_contexts;           // <= kNetMaxContexts
     int32_t rank;
     int32_t node;
     int32_t num_nodes;
