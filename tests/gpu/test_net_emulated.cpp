@@ -56,7 +56,7 @@ std::string mode_name(uint32_t mode) {
 
 void check_clean(const NetworkCheckResult& result, const std::string& what) {
     SY_CHECK_MSG(result.bad_slots == 0, what << ": " << result.bad_slots << " bad slot(s), first from node "
-                                              << result.first_bad_node << " put " << result.first_bad_put);
+                                             << result.first_bad_node << " put " << result.first_bad_put);
 }
 
 }  // namespace
@@ -88,10 +88,12 @@ SY_TEST(NetEmulated, DeliveryAndAccountingInEveryShape) {
             const NetworkStats& s = stats[size_t(rank)];
             SY_CHECK(s.accounted);
             for (int peer = 0; peer < shape.ranks(); ++peer) {
-                const bool rail = peer % shape.per_node == rank % shape.per_node && peer / shape.per_node != rank / shape.per_node;
+                const bool rail = peer % shape.per_node == rank % shape.per_node &&
+                                  peer / shape.per_node != rank / shape.per_node;
                 SY_CHECK_EQ(s.bytes_to_rank[size_t(peer)], rail ? per_peer : 0);
                 SY_CHECK_EQ(s.bytes_requested_to_rank[size_t(peer)], rail ? per_peer : 0);
-                SY_CHECK_EQ(s.puts_to_rank[size_t(peer)], rail ? uint64_t(check.rounds) * check.puts_per_round : 0);
+                SY_CHECK_EQ(s.puts_to_rank[size_t(peer)],
+                            rail ? uint64_t(check.rounds) * check.puts_per_round : 0);
             }
             SY_CHECK_EQ(s.bytes_withheld, uint64_t(0));
             SY_CHECK_EQ(s.invalid_requests, uint64_t(0));
@@ -103,7 +105,8 @@ SY_TEST(NetEmulated, DeliveryAndAccountingInEveryShape) {
         const std::vector<uint64_t> pairs = bytes_by_node_pair(stats);
         for (int from = 0; from < shape.nodes; ++from)
             for (int to = 0; to < shape.nodes; ++to)
-                SY_CHECK_EQ(pairs[size_t(from * shape.nodes + to)], from == to ? 0 : per_peer * shape.per_node);
+                SY_CHECK_EQ(pairs[size_t(from * shape.nodes + to)],
+                            from == to ? 0 : per_peer * shape.per_node);
     }
 }
 
@@ -144,8 +147,9 @@ SY_TEST(NetEmulated, StrongSignalsUnderAdversarialModes) {
 // slower than the wire carries is the limit, not the network) and where the engine's time went.
 void print_run(int rank, const NetworkCheckResult& sender, const NetworkStats& stats) {
     const double posting = double(sender.send_end_ns - sender.send_start_ns);
-    std::printf("    rank %d posted %llu requests in %.2f ms (%.0f ns a request, %.1f GB/s of payload)\n", rank,
-                (unsigned long long)sender.posts, posting / 1e6, sender.posts ? posting / double(sender.posts) : 0.0,
+    std::printf("    rank %d posted %llu requests in %.2f ms (%.0f ns a request, %.1f GB/s of payload)\n",
+                rank, (unsigned long long)sender.posts, posting / 1e6,
+                sender.posts ? posting / double(sender.posts) : 0.0,
                 posting > 0 ? double(sender.bytes_sent) / posting : 0.0);
     std::printf("    rank %d %s\n", rank, stats.engine.summary().c_str());
 }
@@ -153,7 +157,8 @@ void print_run(int rank, const NetworkCheckResult& sender, const NetworkStats& s
 // Runs `check` on `shape` at `cap` GB/s; returns each rank's rate (its rail peer's bytes over the
 // time from that peer's first post to this rank's last signal), printing the rates, the posting
 // rates and the engines' statistics.
-std::vector<double> bandwidth_run(const Shape& shape, double cap, const NetworkCheck& check, const char* what) {
+std::vector<double> bandwidth_run(const Shape& shape, double cap, const NetworkCheck& check,
+                                  const char* what) {
     std::vector<NetworkCheckResult> results(size_t(shape.ranks()));
     std::vector<NetworkStats> stats(size_t(shape.ranks()));
     run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
@@ -172,8 +177,9 @@ std::vector<double> bandwidth_run(const Shape& shape, double cap, const NetworkC
         const NetworkCheckResult& peer = results[size_t(peer_rank)];
         const double seconds = double(mine.receive_end_ns - peer.send_start_ns) / 1e9;
         const double rate = double(peer.bytes_sent) / seconds / 1e9;
-        std::printf("  %s %s, cap %.0f GB/s: rank %d received %.1f MB in %.3f ms: %.2f GB/s (%.3f of the cap)\n",
-                    shape.name().c_str(), what, cap, rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
+        std::printf(
+            "  %s %s, cap %.0f GB/s: rank %d received %.1f MB in %.3f ms: %.2f GB/s (%.3f of the cap)\n",
+            shape.name().c_str(), what, cap, rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
         print_run(rank, mine, stats[size_t(rank)]);
         rates.push_back(rate);
     }
@@ -207,28 +213,43 @@ SY_TEST(NetEmulated, BandwidthCap) {
     single.check_every_signal = false;
     single.lane_parallel = false;
     single.rounds = 100;
-    for (double rate : bandwidth_run(kShapes[0], 46.0, single, "one posting thread")) SY_CHECK(rate <= 1.03 * 46.0);
+    for (double rate : bandwidth_run(kShapes[0], 46.0, single, "one posting thread"))
+        SY_CHECK(rate <= 1.03 * 46.0);
 }
 
-SY_TEST(NetEmulated, HtShapedRecordsReachTheCap) {
+SY_TEST(NetEmulated, HtShapedBatchesReachTheCap) {
     require_gpus(1);
-    // The HT dispatch's shape on 2 x 1 and 2 x 2 (co-located ranks, an engine each): every rank puts
-    // ~30 MB to its rail peer as 7 KiB records with a signal add each, from 16 sender warps (lane 0
-    // of each), each channel's records contiguous, channel c on context c % 4.
+    // What the hierarchical HT dispatch puts on 2 x 1 and 2 x 2 (co-located ranks, an engine each):
+    // every rank ~29 MB to its rail peer as whole batches of 128 FP8 records (~0.9 MB), one put and
+    // one signal add each, completed by 16 sender warps (lane 0 of each), channel c on context c % 4.
     for (const Shape& shape : {kShapes[0], kShapes[1]}) {
         NetworkCheck check;
         check.pattern = NetworkCheck::Pattern::kChannels;
         check.channels = 16;
-        check.puts_per_round = 66;  // records a channel, a round: 7.6 MB a round
+        check.puts_per_round = 2;  // batches a channel, a round: 32 batches, 29.4 MB a round
         check.puts_per_signal = 1;
-        check.put_bytes = 7168;
+        check.put_bytes = 128 * 7168;
         check.num_contexts = 4;
-        check.rounds = 4;
-        for (double rate : bandwidth_run(shape, 46.0, check, "7 KiB records")) {
+        check.rounds = 2;
+        for (double rate : bandwidth_run(shape, 46.0, check, "0.9 MB batches")) {
             SY_CHECK(rate >= 0.9 * 46.0);
             SY_CHECK(rate <= 1.03 * 46.0);
         }
     }
+    // The same bytes as single 7 KiB records with a signal add each (how the HT kernels once put
+    // them): the engine's host thread takes ~4,000 requests an op and reached 0.42-0.77 of the cap on
+    // one H200, which is why the kernels batch (decision of 2026-12-02). For the record: the rates,
+    // and that the cap holds.
+    NetworkCheck records;
+    records.pattern = NetworkCheck::Pattern::kChannels;
+    records.channels = 16;
+    records.puts_per_round = 66;
+    records.puts_per_signal = 1;
+    records.put_bytes = 7168;
+    records.num_contexts = 4;
+    records.rounds = 4;
+    for (double rate : bandwidth_run(kShapes[0], 46.0, records, "7 KiB records"))
+        SY_CHECK(rate <= 1.03 * 46.0);
 }
 
 SY_TEST(NetEmulated, LatencyFloor) {
@@ -274,7 +295,8 @@ SY_TEST(NetEmulated, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
         check.puts_per_signal = 4;
         check.put_bytes = 4 << 10;
         // The receive region (after the source region) holds a poison pattern before the check.
-        const size_t receive = buffer.data_offset() + size_t(shape.nodes) * check.puts_per_round * check.put_bytes;
+        const size_t receive =
+            buffer.data_offset() + size_t(shape.nodes) * check.puts_per_round * check.put_bytes;
         const size_t receive_bytes = size_t(shape.nodes) * check.puts_per_round * check.put_bytes;
         SY_CUDA_CHECK(cudaMemset(buffer.local_memory() + receive, 0xA5, receive_bytes));
         SY_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
@@ -296,8 +318,8 @@ SY_TEST(NetEmulated, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
             }
             // Nothing from node 1 landed: its slots still hold the poison.
             std::vector<uint8_t> bytes(receive_bytes / size_t(shape.nodes));
-            SY_CUDA_CHECK(cudaMemcpy(bytes.data(), buffer.local_memory() + receive + bytes.size(), bytes.size(),
-                                  cudaMemcpyDeviceToHost));
+            SY_CUDA_CHECK(cudaMemcpy(bytes.data(), buffer.local_memory() + receive + bytes.size(),
+                                     bytes.size(), cudaMemcpyDeviceToHost));
             for (uint8_t byte : bytes) SY_CHECK_EQ(int(byte), 0xA5);
             SY_CHECK_THROWS(buffer.check_errors(), TimeoutError);
         } else {
@@ -307,7 +329,8 @@ SY_TEST(NetEmulated, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
         buffer.reset();
         check_clean(buffer.check_network(check, env.stream), "after reset");
         buffer.synchronize();
-        SY_CHECK_EQ(buffer.network_stats().bytes_withheld, env.rank == 3 ? uint64_t(check.puts_per_round) * check.put_bytes : 0);
+        SY_CHECK_EQ(buffer.network_stats().bytes_withheld,
+                    env.rank == 3 ? uint64_t(check.puts_per_round) * check.put_bytes : 0);
     });
 }
 

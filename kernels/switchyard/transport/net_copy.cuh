@@ -100,9 +100,10 @@ SY_DEVICE void copy_unaligned_piece(const NetCopyItem& item) {
 
 // Block b moves pieces b, b + gridDim.x, ...; pieces are independent (the executor's contract), so
 // a call's bytes spread over as many blocks as the GPU has room for. Then, if the launch carries
-// words, each block counts itself done after its threads' stores are fenced, and the last one
-// writes the words (after a fence: the release that orders every piece before every word) and
-// rearms the counter for the stream's next launch.
+// words, each block counts itself done (thread 0, after the block barrier and a system fence: the
+// fence is cumulative over the stores its thread observed through the barrier), and the last one
+// writes the words after a fence of its own (every block's pieces, seen through the count, before
+// every word) and rearms the counter for the stream's next launch.
 __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
     net_copy_kernel(const __grid_constant__ NetCopyArgs args) {
     for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x)) {
@@ -117,12 +118,14 @@ __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
     }
     if (args.num_words == 0) return;
     __shared__ uint32_t last_block;
-    ptx::fence_acq_rel_sys();  // this thread's stores, before its block is counted
     __syncthreads();
-    if (threadIdx.x == 0) last_block = atomicAdd(args.blocks_done, 1u) + 1u == gridDim.x;
+    if (threadIdx.x == 0) {
+        ptx::fence_acq_rel_sys();  // the block's stores, before it is counted
+        last_block = atomicAdd(args.blocks_done, 1u) + 1u == gridDim.x;
+        if (last_block) ptx::fence_acq_rel_sys();  // every block's pieces before the words
+    }
     __syncthreads();
     if (!last_block) return;
-    ptx::fence_acq_rel_sys();  // every block's pieces (seen through the count) before the words
     for (int32_t w = int32_t(threadIdx.x); w < args.num_words; w += kNetCopyThreads)
         ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(args.words[w].address), args.words[w].value);
     if (threadIdx.x == 0) *args.blocks_done = 0;  // the stream's next launch starts after this one ends
