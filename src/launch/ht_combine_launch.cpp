@@ -67,8 +67,9 @@ device::HtCombineArgs ht_combine_args(const LaunchContext& context, const HtComb
 }
 
 void launch_ht_combine(const LaunchContext& context, const HtCombinePlan& plan, const HtCombineViews& views) {
-    const jit::Kernel& kernel =
-        ht_combine_kernel(ht_combine_kernel_shape(plan.extents, plan.mode, plan.num_sms), context.device);
+    // The shape named, not a temporary: the kernel reference points into the JIT's cache.
+    const HtCombineKernelShape shape = ht_combine_kernel_shape(plan.extents, plan.mode, plan.num_sms);
+    const jit::Kernel& kernel = ht_combine_kernel(shape, context.device);
     const device::HtCombineArgs args = ht_combine_args(context, plan, views);
 
     jit::LaunchConfig config;

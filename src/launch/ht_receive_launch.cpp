@@ -30,7 +30,8 @@ const jit::Kernel& ht_receive_kernel(const HtReceiveKernelShape& shape, int devi
 
 void launch_ht_receive(const LaunchContext& context, const HtDispatchPlan& plan,
                        const HtDispatchViews& views) {
-    const jit::Kernel& kernel = ht_receive_kernel(ht_receive_kernel_shape(plan), context.device);
+    const HtReceiveKernelShape shape = ht_receive_kernel_shape(plan);  // named: see launch_ht_combine
+    const jit::Kernel& kernel = ht_receive_kernel(shape, context.device);
     device::HtReceiveArgs args{};
     args.common = ht_common(context, plan.extents);
     args.recv_info = views.recv_info;

@@ -148,8 +148,8 @@ NetworkCheckResult Buffer::check_network(const NetworkCheck& check, cudaStream_t
     // Every rank loads its kernel before any rank launches: a co-located peer's kernel may wait for
     // this rank's, and loading waits for the device's queued work (DESIGN.md §4, rule 7).
     const jit::KernelSource source = net::network_check_catalog()[gin ? 1 : 0];
-    const jit::Kernel& kernel =
-        jit::get_kernel(source, impl.device, gin ? net::gin_compile_options() : jit::CompileOptions{});
+    const jit::CompileOptions options = gin ? net::gin_compile_options() : jit::CompileOptions{};
+    const jit::Kernel& kernel = jit::get_kernel(source, impl.device, options);  // named: no temporary
     impl.communicator->barrier(impl.timeout());
 
     net::Network::CheckState& state = network.check_state();
