@@ -47,7 +47,7 @@ struct NetworkEngineStats {
     // sums and maximum above that minimum.
     uint64_t ring_lag_samples = 0, ring_lag_ns = 0, ring_lag_max_ns = 0;
     // Stream lag: from an engine call to the GPU having run it (sampled every ~50 us, as seen by
-    // the engine's polling).
+    // the engine's polling). Calls handed over ahead of their words' time include the hold.
     uint64_t stream_lag_samples = 0, stream_lag_ns = 0, stream_lag_max_ns = 0;
 
     // One line: the averages and what they say.

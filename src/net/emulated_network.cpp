@@ -67,6 +67,11 @@ bool cuda_tool_attached() {
 constexpr int kMaxTakenPerPass = 1024;
 // How often the engine refreshes the accounting stats() reads while it has work.
 constexpr int64_t kStatsRefreshNs = 50'000;
+// How long before their words are due calls are handed to the copy kernel (SchedulerConfig::
+// issue_lead_ns): more than a launch takes to land under load (the stream's lag, NetworkEngineStats,
+// was 30-35 us on one H200 with four ranks), so the wire's slot, not the launch, sets when a batch's
+// signal lands.
+constexpr int64_t kIssueLeadNs = 100'000;
 
 }  // namespace
 
@@ -76,12 +81,13 @@ constexpr int64_t kStatsRefreshNs = 50'000;
 class EmulatedNetwork::CudaExecutor final : public Executor {
   public:
     CudaExecutor(int device, cudaStream_t stream, uint8_t* local_window, std::vector<uint8_t*> windows,
-                 std::vector<uint64_t*> states)
+                 std::vector<uint64_t*> states, const DeviceClock* clock)
         : device_(device),
           stream_(stream),
           local_window_(local_window),
           windows_(std::move(windows)),
           states_(std::move(states)),
+          clock_(clock),
           copy_kernel_(cuda_tool_attached() ? nullptr : &jit::get_kernel(network_copy_source(), device)) {
         // Stream memory operations: the entry point and the device's say-so.
         try {
@@ -111,6 +117,10 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     }
 
     // How signals, counters and flush reports are written.
+    // Whether the words can wait in the launch for their time (the scheduler may hand calls over
+    // ahead): with the copy kernel, once the GPU's clock is known.
+    bool holds_words() const { return copy_kernel_ != nullptr && clock_->known(); }
+
     const char* words_by() const {
         return copy_kernel_ ? "the copy kernel (after the call's pieces)"
                : memops_    ? "stream memory operations"
@@ -134,10 +144,14 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     // The gathered call: its copies cut into pieces of kNetCopyPieceBytes, one launch of the copy
     // kernel per kNetCopyMaxItems pieces, a block per piece up to what the SMs the ranks leave free
     // hold, the words in the launch with the last pieces (net/copy_pieces.hpp).
-    void submit() override {
+    // The words wait in the launch until they are due: on the GPU's clock, once the engine can tell
+    // it (the scheduler hands calls over ahead only then).
+    void submit(int64_t words_due_ns) override {
         if (pending_copies_.empty() && pending_words_.empty()) return;
         const int64_t start = steady_ns();
         args_.blocks_done = copy_blocks_done_;
+        args_.words_not_before =
+            words_due_ns > 0 && !pending_words_.empty() ? clock_->device_ns(words_due_ns) : 0;
         plan_call(
             pending_copies_.data(), pending_copies_.size(), pending_words_.data(), pending_words_.size(),
             args_,
@@ -331,6 +345,7 @@ class EmulatedNetwork::CudaExecutor final : public Executor {
     // Blocks of one launch: what the SMs the ranks leave free per rank hold at once
     // (tuning::kEmulatedNetworkSmsPerRank).
     static constexpr int32_t kMaxBlocks = device::kNetCopyBlocksPerSm * tuning::kEmulatedNetworkSmsPerRank;
+    const DeviceClock* clock_;        // the engine's estimate of the GPU's clock
     const jit::Kernel* copy_kernel_;  // null: driver copies
     device::NetCopyArgs args_{};
     uint32_t* copy_blocks_done_ = nullptr;  // the copy kernel's block counter, in this rank's network state
@@ -391,7 +406,7 @@ EmulatedNetwork::EmulatedNetwork(const Setup& setup) : Network(setup.layout, set
                                    " cannot map rank " + std::to_string(r) + "'s buffer (not on this host)");
     }
     executor_ = std::make_unique<CudaExecutor>(setup.device, stream_, setup.windows->local(),
-                                               std::move(windows), std::move(states));
+                                               std::move(windows), std::move(states), &device_clock_);
     executor_->set_own_rank(rank_);
 
     SchedulerConfig scheduler;
@@ -440,6 +455,7 @@ int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
         const int64_t seen = steady_ns();
         const int taken = ring_->take(
             context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
+                device_clock_.sample(seen, request.posted_ns);
                 if (request.posted_ns != 0) {
                     // Host clock minus the kernel's globaltimer: the lag plus an unknown, fixed offset.
                     const int64_t raw = seen - int64_t(request.posted_ns);
@@ -456,6 +472,10 @@ int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
         engine_.requests += uint64_t(taken);
         if (taken == kMaxTakenPerPass) ++engine_.full_takes;
         took = took || taken > 0;
+    }
+    if (!handing_over_ahead_ && executor_->holds_words()) {
+        scheduler_->set_issue_lead(kIssueLeadNs);
+        handing_over_ahead_ = true;
     }
     return scheduler_->issue(now_ns);
 }

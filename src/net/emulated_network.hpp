@@ -8,8 +8,11 @@
 // own: each call (payload, then signals, counters and flush reports) as one launch of the engine's
 // copy kernel (transport/net_copy.cuh: 32 KiB pieces, at most 16 blocks, into the destination
 // rank's window as this process maps it; its last block writes the call's words once every piece
-// has landed). The stream keeps everything in the order the scheduler issued it, so a signal lands
-// after the payload before it; it works under CUDA-graph replay. The copy kernel needs SMs: the
+// has landed). The engine hands a call over up to 100 us before its words are due on the wire
+// clock, and the launch holds them until then on the GPU's clock (net/device_clock.hpp), so the
+// launch's own delay overlaps the wire instead of adding to it. The stream keeps everything in the
+// order the scheduler issued it, so a signal lands after the payload before it; it works under
+// CUDA-graph replay. The copy kernel needs SMs: the
 // ranks sharing a GPU with the network leave it tuning::kEmulatedNetworkSmsPerRank each (their
 // kernels wait for its deliveries). With a CUDA tool attached (compute-sanitizer, a profiler),
 // which may hold a launch until the device is idle, the payload goes by the driver's copies
@@ -31,6 +34,7 @@
 
 #include "comm/symmetric_memory.hpp"
 #include "net/descriptor_ring.hpp"
+#include "net/device_clock.hpp"
 #include "net/emulated_scheduler.hpp"
 #include "net/network.hpp"
 #include "switchyard/common/diagnostics.cuh"
@@ -123,6 +127,8 @@ class EmulatedNetwork final : public Network {
         int64_t ring_lag_sum = 0, ring_lag_min = INT64_MAX, ring_lag_max = INT64_MIN;
     };
     EngineCounters engine_;
+    DeviceClock device_clock_;         // the GPU's clock, from the requests' stamps (engine thread)
+    bool handing_over_ahead_ = false;  // the scheduler was given its issue lead
 
     mutable std::mutex stats_mutex_;
     SchedulerStats stats_snapshot_;

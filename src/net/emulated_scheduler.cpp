@@ -150,24 +150,34 @@ bool Scheduler::wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_
         batch.next_chunk_wire_end = wire_free_ns_;
         stats_.wire_ns += wire;
     }
-    if (batch.next_chunk_wire_end <= double(now_ns + config_.issue_horizon_ns)) return true;
-    // Wake when its slot ends: the chunks whose slots end within the horizon after it go along.
-    next_due = std::min(next_due, int64_t(std::ceil(batch.next_chunk_wire_end)));
+    const double end = batch.next_chunk_wire_end;
+    if (end <= double(now_ns + config_.issue_horizon_ns + config_.issue_lead_ns)) {
+        if (config_.issue_lead_ns == 0 || call_first_end_ < 0 ||
+            end <= std::max(call_first_end_, double(now_ns)) + double(config_.issue_horizon_ns))
+            return true;
+        next_due = std::min(next_due, now_ns);  // it goes in the next call, at once
+        return false;
+    }
+    // Wake when it may go: the chunks whose slots end within the horizon after it go along.
+    next_due = std::min(next_due, int64_t(std::ceil(end)) - config_.issue_lead_ns);
     return false;
 }
 
 int64_t Scheduler::wire_busy_until(int64_t now_ns) const {
     // The wire is free for a new batch once what it carries ends within the issue horizon.
     if (config_.bytes_per_ns <= 0 || config_.withhold) return now_ns;
-    const int64_t free_at = int64_t(std::ceil(wire_free_ns_)) - config_.issue_horizon_ns;
+    const int64_t free_at =
+        int64_t(std::ceil(wire_free_ns_)) - config_.issue_horizon_ns - config_.issue_lead_ns;
     return std::max(free_at, now_ns);
 }
 
 void Scheduler::form_batch(ContextState& context, Lane& lane, int64_t now_ns, int64_t& next_due) {
     if (lane.waiting.empty()) return;
+    // Requests whose latency ends within the lead may go: their words wait for their slots.
+    const int64_t ahead_ns = now_ns + config_.issue_lead_ns;
     const Request& front = lane.waiting.front();
-    if (front.ready_ns > now_ns) {
-        next_due = std::min(next_due, front.ready_ns);
+    if (front.ready_ns > ahead_ns) {
+        next_due = std::min(next_due, front.ready_ns - config_.issue_lead_ns);
         return;
     }
     // Coalescing: while requests keep coming, wait for a full batch or the oldest's deadline (a
@@ -186,7 +196,10 @@ void Scheduler::form_batch(ContextState& context, Lane& lane, int64_t now_ns, in
     constexpr size_t kNone = SIZE_MAX;
     size_t count = 0, last_signal = kNone;
     uint64_t bytes = 0;
-    while (count < lane.waiting.size() && lane.waiting[count].ready_ns <= now_ns) {
+    // Those due by now, or by when the front is (ahead of time): a request that becomes due later
+    // must not hold the batch's wire slot back.
+    const int64_t cutoff_ns = std::max(now_ns, front.ready_ns);
+    while (count < lane.waiting.size() && lane.waiting[count].ready_ns <= cutoff_ns) {
         if (count > 0 && bytes + lane.waiting[count].bytes > config_.batch_bytes &&
             (!late_reads || last_signal != kNone))
             break;
@@ -194,8 +207,8 @@ void Scheduler::form_batch(ContextState& context, Lane& lane, int64_t now_ns, in
         if (lane.waiting[count].signal_id != kNetNone) last_signal = count;
         ++count;
     }
-    if (count < lane.waiting.size() && lane.waiting[count].ready_ns > now_ns)
-        next_due = std::min(next_due, lane.waiting[count].ready_ns);
+    if (count < lane.waiting.size() && lane.waiting[count].ready_ns > cutoff_ns)
+        next_due = std::min(next_due, std::max(now_ns, lane.waiting[count].ready_ns - config_.issue_lead_ns));
     if (late_reads) {
         if (last_signal != kNone) {
             count = last_signal + 1;  // the puts after the last signal wait for a later one
@@ -331,9 +344,13 @@ bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_
         } else {
             call_copies_.push_back(chunk);
             stats_.bytes_delivered[dst_rank] += chunk.bytes;
-            if (config_.bytes_per_ns > 0)
-                call_late_ns_ = std::max(call_late_ns_, double(now_ns) - batch.next_chunk_wire_end);
-            stats_.queued_ns += double(now_ns - batch.ready_ns);
+            if (config_.bytes_per_ns > 0) {
+                const double end = batch.next_chunk_wire_end;
+                call_late_ns_ = std::max(call_late_ns_, double(now_ns) - end);
+                if (call_first_end_ < 0) call_first_end_ = end;
+                issued_wire_end_ = std::max(issued_wire_end_, end);
+            }
+            stats_.queued_ns += double(std::max<int64_t>(0, now_ns - batch.ready_ns));
         }
         ++batch.next_chunk;
         batch.next_chunk_wire_end = -1;
@@ -381,6 +398,7 @@ void Scheduler::coalesce_call_copies() {
 }
 
 void Scheduler::flush_calls() {
+    int64_t words_due = 0;
     if (!call_copies_.empty()) {
         // Shuffled puts (the reorder adversary) stay as they are.
         if (!adversarial(kNetworkReorderPuts)) coalesce_call_copies();
@@ -412,8 +430,10 @@ void Scheduler::flush_calls() {
             }
         }
         call_words_.clear();
+        words_due = issued_wire_end_ > 0 ? int64_t(std::ceil(issued_wire_end_)) : 0;
     }
-    executor_.submit();
+    call_first_end_ = -1;
+    executor_.submit(words_due);
 }
 
 uint64_t Scheduler::first_unissued(const ContextState& context) const {
@@ -518,6 +538,7 @@ void Scheduler::clear() {
     std::fill(counter_word_.begin(), counter_word_.end(), 0);
     std::fill(flush_word_.begin(), flush_word_.end(), 0);
     wire_free_ns_ = -1;
+    call_first_end_ = issued_wire_end_ = -1;
 }
 
 }  // namespace switchyard::net

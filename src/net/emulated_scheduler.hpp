@@ -21,11 +21,16 @@
 //     requests keep coming to the lane, only once it holds batch_bytes or its oldest request has
 //     waited coalesce_ns (SchedulerConfig); a lone request is not held.
 //   - Pacing: a wire clock at the rank's bandwidth cap. Each chunk takes the wire for bytes / cap
-//     after the chunk before it, or from when its batch became due if the wire was idle then, and is
-//     issued when that slot ends (a store-and-forward NIC: bytes delivered by time t never exceed
+//     after the chunk before it, or from when its batch became due if the wire was idle then, and its
+//     words (the signals and counters it completes, what makes its bytes count under the contract)
+//     are due when that slot ends (a store-and-forward NIC: bytes delivered by time t never exceed
 //     cap x t). The clock runs on the requests' due times, not on when the engine got round to them,
 //     so an engine late to a slot issues the chunks that are overdue together and the wire loses
-//     nothing. No request is issued before its latency has passed since the engine saw it.
+//     nothing. No word is due before its request's latency has passed since the engine saw it.
+//   - Handing over ahead (issue_lead_ns): the executor is given a call up to that long before its
+//     words are due, with their due time (Executor::submit), and holds the words until then; the
+//     bytes may land early. The time between a call and its landing (launches, a busy GPU) then
+//     overlaps the wire time instead of adding to it. Without a lead a call goes when its slot ends.
 //   - One issue() makes at most one copy call (every chunk whose slot ends within a short horizon,
 //     from every lane; chunks contiguous at source and destination, such as a channel's records
 //     split by batch boundaries, merged into one copy) and then one write call (the counters,
@@ -78,8 +83,10 @@ class Executor {
     // call below per word.
     virtual void write(const Word* words, size_t count);
     // The end of one issue()'s calls (its copies, then its words): an executor that gathers a
-    // call's work runs it now.
-    virtual void submit() {}
+    // call's work runs it now. The words are not to be written before `words_due_ns` on the
+    // scheduler's clock (the wire slot end of every chunk issued so far; 0: none given): an executor
+    // that cannot hold them is only ever called with a zero issue lead, when that time has come.
+    virtual void submit(int64_t words_due_ns) { (void)words_due_ns; }
     virtual void write_signal(int32_t dst_rank, int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_counter(int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_flush_done(int32_t context, uint64_t value) = 0;
@@ -100,6 +107,10 @@ struct SchedulerConfig {
     int64_t max_context_stall_ns = 50'000;     // contexts out of order: longest stall between batches
     uint64_t chunk_bytes = uint64_t(1) << 20;  // the largest copy (22 us of wire at 46 GB/s)
     int64_t issue_horizon_ns = 4000;           // chunks whose wire slot ends this soon go now
+    // How long before its words are due a call may be handed over (0: when they are due). Only for
+    // an executor that holds words until their time (Executor::submit); the engine sets it once its
+    // copy kernel can tell the time on the scheduler's clock.
+    int64_t issue_lead_ns = 0;
     // The payload a lane's batch takes before it closes (at most this much wire time delays a
     // signal of the batch beyond its own payload when the batch's puts interleave).
     uint64_t batch_bytes = uint64_t(1) << 20;
@@ -165,6 +176,8 @@ class Scheduler {
     void clear();
     // A withheld rank delivers again (its first reset() brings the "failed NIC" back).
     void stop_withholding() { config_.withhold = false; }
+    // SchedulerConfig::issue_lead_ns from the next issue() on.
+    void set_issue_lead(int64_t lead_ns) { config_.issue_lead_ns = lead_ns > 0 ? lead_ns : 0; }
 
     const SchedulerStats& stats() const { return stats_; }
     const SchedulerConfig& config() const { return config_; }
@@ -236,7 +249,9 @@ class Scheduler {
     // Hands this call's copies, then its words, to the executor.
     void flush_calls();
 
-    // Reserves the head chunk's wire slot if it has none; whether it may be issued at `now_ns`.
+    // Reserves the head chunk's wire slot if it has none; whether it may be issued at `now_ns` in
+    // this call (with a lead, a call holds the chunks whose slots end within the issue horizon of
+    // its first: its words wait for the last one).
     bool wire_allows(Batch& batch, uint64_t bytes, int64_t now_ns, int64_t& next_due);
     // This call's copies, those contiguous at source and destination merged (any order is allowed).
     void coalesce_call_copies();
@@ -257,6 +272,8 @@ class Scheduler {
     std::vector<uint32_t> counter_word_;  // [kNetNumCounters]
     std::vector<uint32_t> flush_word_;    // [context]
     double call_late_ns_ = 0;             // the most overdue chunk of this call
+    double call_first_end_ = -1;          // the wire slot end of this call's first chunk (-1: none yet)
+    double issued_wire_end_ = -1;         // the latest slot end of the chunks issued so far (-1: none)
     // Scratch of form_batch (kept to avoid allocating per batch).
     struct Put {
         Executor::Copy copy;

@@ -50,6 +50,20 @@ struct MemcpyExecutor : Executor {
     std::map<std::tuple<char, int32_t, uint32_t, uint64_t>, std::vector<Copy>> promises;
     std::vector<std::pair<int64_t, uint64_t>> timeline;  // (ns, bytes) of each copy call
     bool move_bytes = true;
+    // Each call as submitted: when (the harness's clock, if given), its words' due time, its bytes
+    // and the writes made so far.
+    struct Submitted {
+        int64_t at, due;
+        uint64_t bytes;
+        size_t writes;
+    };
+    const int64_t* clock = nullptr;
+    std::vector<Submitted> submits;
+    uint64_t call_bytes = 0;
+    void submit(int64_t words_due_ns) override {
+        submits.push_back({clock ? *clock : 0, words_due_ns, call_bytes, writes.size()});
+        call_bytes = 0;
+    }
 
     bool landed(const Copy& put) const {
         // A put landed when its destination bytes equal its source bytes (sources hold unique data).
@@ -65,6 +79,7 @@ struct MemcpyExecutor : Executor {
         for (size_t i = 0; i < count; ++i) {
             copies.push_back(list[i]);
             bytes += list[i].bytes;
+            call_bytes += list[i].bytes;
             if (move_bytes)
                 std::memcpy((*windows)[list[i].dst_rank].data() + list[i].dst_offset,
                             (*windows)[rank].data() + list[i].src_offset, list[i].bytes);
@@ -579,6 +594,76 @@ SY_TEST(NetScheduler, AnEngineLateToItsSlotsLosesNoWireTime) {
     SY_CHECK(took_ms <= wire_ms + 0.03 + config.latency_ns / 1e6 + 0.001);
     SY_CHECK(stats.late_max_ns > 0);
     SY_CHECK_EQ(stats.bytes_delivered[1], uint64_t(puts) * bytes);
+}
+
+// The HT batches' shape, smaller: 32 puts of 240 KB (5.2 us of wire each at 46 GB/s) with a signal
+// each, posted 2 us apart (the senders run ahead of the wire), then a flush; with an issue lead of
+// `lead_ns`. Returns the executor's calls (each signal's promise checked as it was written).
+std::vector<MemcpyExecutor::Submitted> ht_batches_with_lead(int64_t lead_ns, size_t& flushed) {
+    SchedulerConfig config = two_nodes();
+    config.issue_lead_ns = lead_ns;
+    Harness h(config);
+    h.executor.clock = &h.now;
+    const uint64_t bytes = 240'000;
+    const int puts = 32;
+    std::vector<Executor::Copy> lane;
+    for (int i = 0; i < puts; ++i) {
+        lane.push_back(h.put(0, 1, uint64_t(i) * bytes, uint64_t(i) * bytes, bytes, 0, 1));
+        h.executor.promises[{'s', 1, 0, uint64_t(i + 1)}] = lane;
+        h.scheduler->issue(h.now);
+        h.now += 2'000;
+    }
+    h.flush(0);
+    h.run();
+    SY_CHECK(h.executor.violations.empty());
+    SY_CHECK(h.executor.index_of('s', 1, 0, uint64_t(puts)) !=
+             SIZE_MAX);  // (a call writes a word's latest value)
+    flushed = h.executor.index_of('f', 0, 0, uint64_t(puts + 1));
+    SY_CHECK(flushed != SIZE_MAX);
+    uint64_t total = 0;
+    for (const auto& call : h.executor.submits) total += call.bytes;
+    SY_CHECK_EQ(total, uint64_t(puts) * bytes);
+    return h.executor.submits;
+}
+
+SY_TEST(NetScheduler, CallsHandedOverAheadHoldTheirWordsToTheirSlots) {
+    // With a 60 us lead, calls are handed over up to the lead before their words are due, never
+    // earlier; the words are due no sooner than the wire carries the bytes (the bytes of the calls
+    // whose words are due by t never exceed cap x (t - latency)); the last words (and the flush
+    // report) are due when they are without a lead, where each call goes within the issue horizon
+    // of its words' time.
+    const SchedulerConfig config = two_nodes();
+    const int64_t lead = 60'000;
+    size_t flushed_ahead = 0, flushed_plain = 0;
+    const auto ahead = ht_batches_with_lead(lead, flushed_ahead);
+    const auto plain = ht_batches_with_lead(0, flushed_plain);
+    uint64_t total = 0;
+    bool under_cap = true, within_lead = true, plain_on_time = true;
+    int64_t most_ahead = 0, last_due = 0, last_due_plain = 0, flush_due = 0;
+    for (const auto& call : ahead) {
+        total += call.bytes;
+        if (call.due == 0) continue;
+        under_cap &= double(total) <= config.bytes_per_ns * double(call.due - config.latency_ns) + 1.0;
+        within_lead &= call.at >= call.due - lead - config.issue_horizon_ns;
+        most_ahead = std::max(most_ahead, call.due - call.at);
+        last_due = std::max(last_due, call.due);
+        if (flush_due == 0 && call.writes > flushed_ahead) flush_due = call.due;
+    }
+    for (const auto& call : plain) {
+        if (call.due == 0) continue;
+        plain_on_time &= call.at >= call.due - config.issue_horizon_ns;
+        last_due_plain = std::max(last_due_plain, call.due);
+    }
+    std::printf(
+        "  %zu calls handed over up to %.1f us ahead, last words due at %.1f us (%zu calls, %.1f us "
+        "without a lead)\n",
+        ahead.size(), most_ahead / 1e3, last_due / 1e3, plain.size(), last_due_plain / 1e3);
+    SY_CHECK(under_cap);
+    SY_CHECK(within_lead);
+    SY_CHECK(plain_on_time);
+    SY_CHECK(most_ahead >= lead / 2);
+    SY_CHECK(std::abs(double(last_due - last_due_plain)) < 1'000.0);
+    SY_CHECK(flush_due >= last_due_plain - 1'000);
 }
 
 SY_TEST(NetScheduler, BurstsCountTheWiresIdleStretches) {

@@ -45,10 +45,18 @@ struct NetCopyWord {
 };
 constexpr int32_t kNetCopyMaxWords = 64;
 
+// The longest the last block holds a launch's words for their time: the engine hands calls over
+// at most ~100 us ahead, so a longer wait means its estimate of the GPU's clock is wrong; the words
+// then go after this rather than stalling the engine's stream.
+constexpr uint64_t kNetCopyMaxHoldNs = 1'000'000;
+
 struct NetCopyArgs {
     int32_t count;          // pieces
     int32_t num_words;      // words written once every piece of the launch has landed
     uint32_t* blocks_done;  // device counter of blocks past their pieces, zero between launches
+    // The words are not written before the globaltimer reads this (0: as soon as the pieces
+    // landed): the end of their wire slot, when the engine handed the call over ahead of it.
+    uint64_t words_not_before;
     NetCopyItem items[kNetCopyMaxItems];
     NetCopyWord words[kNetCopyMaxWords];
 };
@@ -102,8 +110,8 @@ SY_DEVICE void copy_unaligned_piece(const NetCopyItem& item) {
 // a call's bytes spread over as many blocks as the GPU has room for. Then, if the launch carries
 // words, each block counts itself done (thread 0, after the block barrier and a system fence: the
 // fence is cumulative over the stores its thread observed through the barrier), and the last one
-// writes the words after a fence of its own (every block's pieces, seen through the count, before
-// every word) and rearms the counter for the stream's next launch.
+// waits for the words' time, writes them after a fence of its own (every block's pieces, seen
+// through the count, before every word) and rearms the counter for the stream's next launch.
 __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
     net_copy_kernel(const __grid_constant__ NetCopyArgs args) {
     for (int32_t i = int32_t(blockIdx.x); i < args.count; i += int32_t(gridDim.x)) {
@@ -122,7 +130,13 @@ __global__ void __launch_bounds__(kNetCopyThreads, kNetCopyBlocksPerSm)
     if (threadIdx.x == 0) {
         ptx::fence_acq_rel_sys();  // the block's stores, before it is counted
         last_block = atomicAdd(args.blocks_done, 1u) + 1u == gridDim.x;
-        if (last_block) ptx::fence_acq_rel_sys();  // every block's pieces before the words
+        if (last_block) {
+            ptx::fence_acq_rel_sys();  // every block's pieces before the words
+            const uint64_t start = ptx::globaltimer_ns();
+            for (uint64_t now = start; now < args.words_not_before && now - start < kNetCopyMaxHoldNs;
+                 now = ptx::globaltimer_ns())
+                __nanosleep(256);
+        }
     }
     __syncthreads();
     if (!last_block) return;
