@@ -179,8 +179,10 @@ class Buffer {
     // what those ops asked of it; then check_errors().
     void synchronize();
     // Collective: clears a recorded error and the control workspace so the buffer can be used again
-    // (every rank calls it, also those whose op did not fail). Needs every rank of the communicator:
-    // after a peer died, rebuild instead (see the top of this file).
+    // (every rank calls it, also those whose op did not fail). A rank without an error first lets
+    // its network deliver what its finished ops asked of it (bounded by the timeout), so a healthy
+    // peer still in that op is not cut off. Needs every rank of the communicator: after a peer died,
+    // rebuild instead (see the top of this file).
     void reset();
 
     // The scale-out network's byte accounting on this rank (include/switchyard/network.hpp):

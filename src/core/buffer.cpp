@@ -447,8 +447,12 @@ void Buffer::reset() {
     Impl& impl = *impl_;
     const DeviceScope scope(impl.device);
     impl.drain();
-    // The network stops delivering (nothing of this rank's lands anywhere after this), then each
-    // rank clears its own network state between the barriers, then it delivers again.
+    // A rank whose ops ended cleanly first lets its network deliver what they asked of it (bounded):
+    // a peer still waiting in the same op is not cut off by this rank's reset (a peer that failed
+    // resets too, but a healthy one would otherwise time out). Then the network stops delivering
+    // (nothing of this rank's lands anywhere after this), each rank clears its own network state
+    // between the barriers, and it delivers again.
+    if (impl.network && !impl.errors->has_error()) impl.network->drain(impl.timeout());
     if (impl.network) impl.network->stop_for_reset(impl.recovery_timeout());
     impl.communicator->barrier(impl.recovery_timeout());
     if (impl.network) impl.network->clear_for_reset();

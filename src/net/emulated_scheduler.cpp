@@ -348,7 +348,7 @@ bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_
                 const double end = batch.next_chunk_wire_end;
                 call_late_ns_ = std::max(call_late_ns_, double(now_ns) - end);
                 if (call_first_end_ < 0) call_first_end_ = end;
-                issued_wire_end_ = std::max(issued_wire_end_, end);
+                issued_due_ns_ = std::max(issued_due_ns_, end);
             }
             stats_.queued_ns += double(std::max<int64_t>(0, now_ns - batch.ready_ns));
         }
@@ -356,10 +356,11 @@ bool Scheduler::issue_batch(Lane& lane, int32_t dst_rank, int64_t now_ns, int64_
         batch.next_chunk_wire_end = -1;
     }
     // Counters and signals whose chunks are now in the executor's queue (this call's copies go
-    // before its words).
+    // before its words), due no sooner than their requests' latency ends.
     while (batch.next_completion < batch.completions.size() &&
            batch.completions[batch.next_completion].need <= batch.next_chunk) {
         const Completion& done = batch.completions[batch.next_completion++];
+        issued_due_ns_ = std::max(issued_due_ns_, double(batch.ready_ns));
         if (!done.signal) {
             counter_values_[done.id] += done.add;
             queue_word(Executor::Word::kCounter, config_.rank, lane.context, done.id,
@@ -430,7 +431,7 @@ void Scheduler::flush_calls() {
             }
         }
         call_words_.clear();
-        words_due = issued_wire_end_ > 0 ? int64_t(std::ceil(issued_wire_end_)) : 0;
+        words_due = issued_due_ns_ > 0 ? int64_t(std::ceil(issued_due_ns_)) : 0;
     }
     call_first_end_ = -1;
     executor_.submit(words_due);
@@ -538,7 +539,7 @@ void Scheduler::clear() {
     std::fill(counter_word_.begin(), counter_word_.end(), 0);
     std::fill(flush_word_.begin(), flush_word_.end(), 0);
     wire_free_ns_ = -1;
-    call_first_end_ = issued_wire_end_ = -1;
+    call_first_end_ = issued_due_ns_ = -1;
 }
 
 }  // namespace switchyard::net

@@ -273,7 +273,9 @@ class Scheduler {
     std::vector<uint32_t> flush_word_;    // [context]
     double call_late_ns_ = 0;             // the most overdue chunk of this call
     double call_first_end_ = -1;          // the wire slot end of this call's first chunk (-1: none yet)
-    double issued_wire_end_ = -1;         // the latest slot end of the chunks issued so far (-1: none)
+    // When everything issued so far is due: the latest slot end of its chunks, and for a batch
+    // without payload (bare signals) when its latency ends (-1: nothing yet).
+    double issued_due_ns_ = -1;
     // Scratch of form_batch (kept to avoid allocating per batch).
     struct Put {
         Executor::Copy copy;

@@ -60,9 +60,13 @@ struct MemcpyExecutor : Executor {
     const int64_t* clock = nullptr;
     std::vector<Submitted> submits;
     uint64_t call_bytes = 0;
+    size_t copies_at_submit = 0, writes_at_submit = 0;
     void submit(int64_t words_due_ns) override {
+        if (copies.size() == copies_at_submit && writes.size() == writes_at_submit) return;  // nothing
         submits.push_back({clock ? *clock : 0, words_due_ns, call_bytes, writes.size()});
         call_bytes = 0;
+        copies_at_submit = copies.size();
+        writes_at_submit = writes.size();
     }
 
     bool landed(const Copy& put) const {
@@ -470,6 +474,28 @@ SY_TEST(NetScheduler, LatencyFloor) {
     h.scheduler->issue(3000);
     SY_CHECK_EQ(h.executor.copies.size(), size_t(1));
     SY_CHECK(h.executor.index_of('s', 1, 0, 1) != SIZE_MAX);
+}
+
+SY_TEST(NetScheduler, LatencyFloorHoldsForWordsHandedOverAhead) {
+    // With a lead, a put and a bare signal (no payload: no wire slot) are handed over at once, and
+    // their words are due no sooner than one latency after the engine saw them.
+    for (bool bare : {false, true}) {
+        SchedulerConfig config = two_nodes();
+        config.latency_ns = 25'000;
+        config.issue_lead_ns = 100'000;
+        Harness h(config);
+        h.executor.clock = &h.now;
+        h.now = 1'000'000;
+        if (bare)
+            h.post(0, device::kNetRequestSignal, 1, 0, 0, 0, 0, 1);
+        else
+            h.put(0, 1, 0, 0, 64, 0, 1);
+        h.run();
+        SY_CHECK(h.executor.index_of('s', 1, 0, 1) != SIZE_MAX);
+        SY_CHECK_EQ(h.executor.submits.size(), size_t(1));
+        SY_CHECK(h.executor.submits[0].at <= 1'000'000 + config.quiet_ns);
+        SY_CHECK(h.executor.submits[0].due >= 1'000'000 + config.latency_ns);
+    }
 }
 
 SY_TEST(NetScheduler, PacingHoldsTheCapInSimulatedTime) {
