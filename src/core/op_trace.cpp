@@ -39,9 +39,13 @@ const TracedOpMarks& traced_op_marks(TracedOp op) {
                                                                       "rows in",
                                                                       "end",
                                                                       "receive start",
-                                                                      "receive end"};
+                                                                      "receive end",
+                                                                      "first put",
+                                                                      "first landed",
+                                                                      "last landed"};
     static const char* const kHtCombine[device::kHtCombineMarks] = {
-        "start", "entered", "senders done", "publisher done", "reduce done", "first reduce done", "end"};
+        "start", "entered",   "senders done", "publisher done", "reduce done", "first reduce done",
+        "end",   "first put", "first landed", "last landed"};
     static const char* const kLlDispatch[device::kLlDispatchMarks] = {
         "start", "entered", "routed", "sent", "arrived", "waited", "planned", "received", "end"};
     static const char* const kLlCombine[device::kLlCombineMarks] = {"start",   "entered", "planned", "sent",

@@ -26,10 +26,15 @@ enum HtDispatchMark : int32_t {
     kHtDispatchEnd,          // the last dispatch block ended
     kHtReceiveStart,         // first: a receive block past its wait for the dispatch kernel
     kHtReceiveEnd,           // the last receive block ended
+    // Across nodes only (hier/): the network's part of the op at this rank.
+    kHtDispatchFirstPut,     // first: a sender put the first batch of a stream to another node
+    kHtDispatchFirstLanded,  // first: a forwarder had the first batch from another node
+    kHtDispatchLastLanded,   // a forwarder had the last batch from another node
     kHtDispatchMarks,
 };
 constexpr uint32_t kHtDispatchFirstMarks = (1u << kHtRoutingStart) | (1u << kHtDispatchStart) |
-                                           (1u << kHtDispatchFirstSent) | (1u << kHtReceiveStart);
+                                           (1u << kHtDispatchFirstSent) | (1u << kHtReceiveStart) |
+                                           (1u << kHtDispatchFirstPut) | (1u << kHtDispatchFirstLanded);
 
 enum HtCombineMark : int32_t {
     kHtCombineStart = 0,     // first: the first block started
@@ -39,9 +44,14 @@ enum HtCombineMark : int32_t {
     kHtCombineReduced,       // the last warp finished reducing
     kHtCombineFirstReduced,  // first: the first warp found nothing left to reduce
     kHtCombineEnd,           // the last block ended
+    // Across nodes only (hier/): the network's part of the op at this rank.
+    kHtCombineFirstPut,     // first: a forwarder put the first batch of partials to another node
+    kHtCombineFirstLanded,  // first: the home had the first batch of partials from another node
+    kHtCombineLastLanded,   // the home had the last batch of partials from another node
     kHtCombineMarks,
 };
-constexpr uint32_t kHtCombineFirstMarks = (1u << kHtCombineStart) | (1u << kHtCombineFirstReduced);
+constexpr uint32_t kHtCombineFirstMarks = (1u << kHtCombineStart) | (1u << kHtCombineFirstReduced) |
+                                          (1u << kHtCombineFirstPut) | (1u << kHtCombineFirstLanded);
 
 // LL dispatch and combine: one kernel each, or a send and a receive half (hook mode), each half
 // then traced as an op of its own. A mark a half does not reach stays empty.

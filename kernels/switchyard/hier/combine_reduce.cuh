@@ -95,6 +95,8 @@ SY_DEVICE HierStream partial_stream(const HierCombineArgs<Backend>& args, const 
     stream.node = node;
     stream.records = args.forward_counts[node];
     stream.batch_records = op.batch_records;
+    stream.trace = args.ht.trace;
+    stream.first_put_mark = kHtCombineFirstPut;
     return stream;
 }
 
@@ -217,6 +219,10 @@ SY_DEVICE bool wait_for_partial(const HierCombineArgs<Backend>& args, const Hier
             : wait_signal_exact(port, c.diagnostics, c.layout.hier.signals().combine_batch(node, batch),
                                 *ws.hier_consumed(c.local_base, 2, node, batch) + 1, node, kPhaseHierCombine);
     if (arrived) waited = batch;
+    if (arrived && node != op.node) {
+        trace_mark(args.ht.trace, kHtCombineFirstLanded, true);
+        trace_mark(args.ht.trace, kHtCombineLastLanded);
+    }
     return arrived;
 }
 

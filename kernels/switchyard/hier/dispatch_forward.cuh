@@ -123,10 +123,13 @@ SY_DEVICE bool wait_for_batch(const HierDispatchArgs<Backend>& args, const HierO
         if (it.node == op.node)
             arrived = wait_for_sequence(ws.hier_ready(c.local_base, 0, it.batch), op.sequence, c.diagnostics,
                                         kPhaseHtData, c.rank);
-        else
-            arrived = wait_signal_exact(port, c.diagnostics, c.layout.hier.signals().dispatch_batch(op.parity, it.node, it.batch),
-                                        *ws.hier_consumed(c.local_base, op.parity, it.node, it.batch) + 1, it.node,
-                                        kPhaseHierDispatch);
+        else if ((arrived = wait_signal_exact(port, c.diagnostics,
+                                              c.layout.hier.signals().dispatch_batch(op.parity, it.node, it.batch),
+                                              *ws.hier_consumed(c.local_base, op.parity, it.node, it.batch) + 1,
+                                              it.node, kPhaseHierDispatch))) {
+            trace_mark(args.ht.trace, kHtDispatchFirstLanded, true);
+            trace_mark(args.ht.trace, kHtDispatchLastLanded);
+        }
     }
     __syncwarp();  // the acquiring lane's view orders the warp's reads of the records
     return __shfl_sync(0xffffffffu, arrived, 0) != 0;

@@ -71,6 +71,8 @@ SY_DEVICE HierStream dispatch_stream(const HierDispatchArgs<Backend>& args, cons
     stream.node = node;
     stream.records = records;
     stream.batch_records = op.batch_records;
+    stream.trace = args.ht.trace;
+    stream.first_put_mark = kHtDispatchFirstPut;
     return stream;
 }
 

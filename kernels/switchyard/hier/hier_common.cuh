@@ -5,8 +5,10 @@
 
 #include "switchyard/common/base.cuh"
 #include "switchyard/common/diagnostics.cuh"
+#include "switchyard/common/op_trace.cuh"
 #include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/common/ptx.cuh"
+#include "switchyard/common/trace_marks.cuh"
 #include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/hier/hier_layout.cuh"
 #include "switchyard/ht/ht_args.cuh"
@@ -73,6 +75,8 @@ struct HierStream {
     int32_t node;            // destination node
     int32_t records;         // records of the stream in this op
     int32_t batch_records;
+    OpTrace trace;           // the op's timeline: its first put raises `first_put_mark`
+    int32_t first_put_mark;
 };
 
 // One lane. Returns false when a put could not be issued (reported); `put` becomes true once this
@@ -98,6 +102,7 @@ SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, 
                       net_signal_add(s.first_signal + uint32_t(batch), 1)))
             return false;
         put = true;
+        trace_mark(s.trace, s.first_put_mark, true);
     }
     return true;
 }
