@@ -110,14 +110,16 @@ SY_TEST(NetCopyPieces, NoCopiesNoLaunch) {
 SY_TEST(NetCopyPieces, WordsRideWithTheLastPieces) {
     std::vector<device::NetCopyWord> words;
     for (uint64_t w = 0; w < 150; ++w) words.push_back({0x1000 + 8 * w, w + 1});
-    // 600 pieces and 150 words: a full launch, then 88 pieces with the first 64 words, then two
-    // launches of words alone (64 and 22), in order.
+    // A launch and a half of pieces and 150 words: a full launch, then the rest of the pieces with
+    // the first kNetCopyMaxWords words, then two launches of words alone (the next
+    // kNetCopyMaxWords and the rest), in order.
     Launches launches;
-    const std::vector<Copy> copies = {{1, 0, 0, 600 * kNetCopyPieceBytes}};
+    const int pieces = kNetCopyMaxItems + kNetCopyMaxItems / 2;
+    const std::vector<Copy> copies = {{1, 0, 0, uint64_t(pieces) * kNetCopyPieceBytes}};
     SY_CHECK_EQ(launches.cut(copies, words), 4);
     SY_CHECK_EQ(launches.items[0].size(), size_t(kNetCopyMaxItems));
     SY_CHECK(launches.words[0].empty());
-    SY_CHECK_EQ(launches.items[1].size(), size_t(600 - kNetCopyMaxItems));
+    SY_CHECK_EQ(launches.items[1].size(), size_t(pieces - kNetCopyMaxItems));
     SY_CHECK_EQ(launches.words[1].size(), size_t(device::kNetCopyMaxWords));
     SY_CHECK(launches.items[2].empty() && launches.items[3].empty());
     SY_CHECK_EQ(launches.words[2].size(), size_t(device::kNetCopyMaxWords));
