@@ -13,9 +13,10 @@
 //  reduce_items        the other warps, joined by the senders and the publisher once their rows are
 //                      out: node items (partials of the tokens this rank forwarded, batches sent
 //                      back whole), then home items (this rank's tokens; hier/combine_reduce.cuh);
-//  finish              the partial puts flushed; the last block books the batch signals consumed,
-//                      resets the staged counts and advances the sequences (GPU scope: nobody waits
-//                      for a combine's end, the batch signals carry its data).
+//  finish              the last block books the batch signals consumed, resets the staged counts,
+//                      records the puts' source tally (the next combine waits for the network to
+//                      have read them: HierSources) and advances the sequences (GPU scope: nobody
+//                      waits for a combine's end, the batch signals carry its data).
 //
 // Template arguments (src/launch/hier_combine_launch.cpp): the network backend, kWarps per block,
 // kSendWarps of them sending, kSendGroup rows per claim, and the shape (HtCombineShape).
@@ -48,7 +49,7 @@ namespace hier_detail {
 // False when a wait or a put failed.
 template <typename Shape, class Backend>
 SY_DEVICE bool reduce_items(const HierCombineArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                            uint64_t* counters, uint64_t weight_rounds, bool& put) {
+                            uint64_t* counters, uint64_t weight_rounds) {
     const HtCommon& c = args.ht.common;
     const int lane = int(ptx::lane_id());
     // Lane n: the records forwarded from node n and their chunks.
@@ -77,7 +78,7 @@ SY_DEVICE bool reduce_items(const HierCombineArgs<Backend>& args, const HierOp& 
             }
             const int32_t node_records = __shfl_sync(0xffffffffu, records, node);
             if (chunk * kHtCombineChunkTokens < node_records)
-                ok = reduce_node_chunk<Shape>(args, op, port, node, chunk, node_records, weight_rounds, put);
+                ok = reduce_node_chunk<Shape>(args, op, port, node, chunk, node_records, weight_rounds);
         } else {
             ok = reduce_home_chunk<Shape>(args, op, port, item - node_items, waited);
         }
@@ -101,6 +102,7 @@ SY_DEVICE void finish_combine(const HierCombineArgs<Backend>& args, const HierOp
             if (node != op.node && batch < batches) *ws.hier_consumed(c.local_base, 2, node, batch) += 1;
         }
     }
+    combine_sources().record(counters);
     if (handshake) counters[kCounterHierCombineEntries] += 1;
     if (args.weights_travel) counters[kCounterHierWeightRounds] += 1;
     ht_detail::end_op(counters, op.sequence, -1);
@@ -124,9 +126,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     publish_queues.init();
     const HierOp op = hier_op(args.net, c, sequence, 0);
     const NetPort<Backend> port(args.net, kHierContext, c.diagnostics);
-    bool put = false, handshake = false;
+    bool handshake = false;
 
-    bool ok = hier_detail::enter_combine(args, op, port, counters, kTopk, handshake, put);
+    bool ok = hier_detail::enter_combine(args, op, port, counters, kTopk, handshake);
     if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtCombineEntered);
     __shared__ int32_t row_offsets[kHtMaxRanks + 1];
     ht_detail::load_row_offsets(args.ht, row_offsets);
@@ -137,9 +139,8 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
         ht_detail::publish_rows(c, publish_queues);
         if (ptx::lane_id() == 0) trace_mark(args.ht.trace, kHtCombinePublished);
     }
-    if (ok) ok = hier_detail::reduce_items<Shape>(args, op, port, counters, weight_rounds, put);
+    if (ok) ok = hier_detail::reduce_items<Shape>(args, op, port, counters, weight_rounds);
     if (ptx::lane_id() == 0) ht_detail::trace_reduced(args.ht.trace);
-    hier_detail::flush_if(port, put);
 
     trace_finish(args.ht.trace, kHtCombineEnd, kHtCombineMarks, kHtCombineFirstMarks);
     hier_detail::finish_combine(args, op, counters, handshake);

@@ -97,6 +97,8 @@ SY_DEVICE HierStream partial_stream(const HierCombineArgs<Backend>& args, const 
     stream.batch_records = op.batch_records;
     stream.trace = args.ht.trace;
     stream.first_put_mark = kHtCombineFirstPut;
+    stream.counters = c.layout.workspace.counters(c.local_base);
+    stream.sources = combine_sources();
     return stream;
 }
 
@@ -179,7 +181,7 @@ SY_DEVICE bool wait_for_contributions(const HierCombineArgs<Backend>& args, cons
 // issued a put. False when a wait or a put failed.
 template <typename Shape, class Backend>
 SY_DEVICE bool reduce_node_chunk(const HierCombineArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                                 int32_t node, int32_t chunk, int32_t records, uint64_t weight_rounds, bool& put) {
+                                 int32_t node, int32_t chunk, int32_t records, uint64_t weight_rounds) {
     const HtCommon& c = args.ht.common;
     const int32_t first = chunk * kHtCombineChunkTokens;
     const int32_t last = min(first + kHtCombineChunkTokens, records);
@@ -198,7 +200,7 @@ SY_DEVICE bool reduce_node_chunk(const HierCombineArgs<Backend>& args, const Hie
     if (ptx::lane_id() == 0) {
         ptx::fence_acq_rel_sys();  // the warp's partials (observed through the warp barrier) before the add
         ok = add_to_stream(port, partial_stream(args, op, node, Shape::record().total_bytes), first, last - first,
-                           op.sequence, put);
+                           op.sequence);
     }
     return __shfl_sync(0xffffffffu, int(ok), 0) != 0;
 }

@@ -45,7 +45,7 @@ SY_DEVICE int32_t arrival_key(const HtCommon& c, int32_t node, int32_t slot) {
 // buffer, then thread 0 puts them to each rail peer with the weights signal (`put`).
 template <class Backend>
 SY_DEVICE void send_home_weights(const HierCombineArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                                 int32_t topk, bool& put) {
+                                 int32_t topk) {
     const HtCommon& c = args.ht.common;
     const HierLayout& h = c.layout.hier;
     float* weights = reinterpret_cast<float*>(c.local_base + h.weights_send(0, topk));
@@ -58,10 +58,10 @@ SY_DEVICE void send_home_weights(const HierCombineArgs<Backend>& args, const Hie
         if (m == op.node) continue;
         const NetSignal signal = net_signal_add(h.signals().home_weights(op.node), 1);
         const bool sent = bytes > 0 ? port.put(m, uint64_t(h.weights_recv(op.node, 0, topk)),
-                                               uint64_t(h.weights_send(0, topk)), bytes, signal)
+                                               uint64_t(h.weights_send(0, topk)), bytes, signal,
+                                               combine_sources().count(c.layout.workspace.counters(c.local_base)))
                                     : port.signal(m, signal);
         if (!sent) return;
-        put = put || bytes > 0;
     }
 }
 
@@ -69,7 +69,7 @@ SY_DEVICE void send_home_weights(const HierCombineArgs<Backend>& args, const Hie
 // itself. False when a wait failed (reported).
 template <class Backend>
 SY_DEVICE bool enter_combine(const HierCombineArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                             const uint64_t* counters, int32_t topk, bool& handshake, bool& put) {
+                             uint64_t* counters, int32_t topk, bool& handshake) {
     const HtCommon& c = args.ht.common;
     const WorkspaceLayout& ws = c.layout.workspace;
     __shared__ int ok;
@@ -98,9 +98,12 @@ SY_DEVICE bool enter_combine(const HierCombineArgs<Backend>& args, const HierOp&
                 ok = 0;
         }
     }
+    // Before this op rewrites its sources (the weights below, the partials later): the previous
+    // combine's puts have read theirs (HierSources).
+    if (threadIdx.x == 0 && !combine_sources().wait_read(port, counters)) ok = 0;
     __syncthreads();
     const bool entered = ok != 0;
-    if (entered && args.weights_travel && blockIdx.x == 0) send_home_weights(args, op, port, topk, put);
+    if (entered && args.weights_travel && blockIdx.x == 0) send_home_weights(args, op, port, topk);
     return entered;
 }
 

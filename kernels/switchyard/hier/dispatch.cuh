@@ -12,10 +12,12 @@
 //  forward_records  the other warps: batches of records that arrived (from the network, or from
 //                   this rank's own senders) to their final rows at the ranks of this node
 //                   (hier/dispatch_forward.cuh);
-//  finish           every sender flushes its puts; the last block tells each rank of this node that
-//                   this rank, as a forwarder, is done (the direct path's dispatch-done signal), books
-//                   the batch signals it consumed and advances the sequences; block 0 then waits for
-//                   the forwarders of its node: when the kernel ends, every row of this rank landed.
+//  finish           the last block tells each rank of this node that this rank, as a forwarder, is
+//                   done (the direct path's dispatch-done signal), books the batch signals it
+//                   consumed, records the puts' source tally (the next dispatch waits for the
+//                   network to have read them: HierSources) and advances the sequences; block 0 then
+//                   waits for the forwarders of its node: when the kernel ends, every row of this
+//                   rank landed.
 //
 // Template arguments (src/launch/hier_dispatch_launch.cpp): the network backend, kWarps per block
 // with two stages each, kSendWarps senders, kClaimTokens per claim, the shape (HtDispatchShape) and
@@ -60,6 +62,7 @@ SY_DEVICE void finish_dispatch(const HierDispatchArgs<Backend>& args, const Hier
             if (node != op.node && batch < batches) *ws.hier_consumed(c.local_base, op.parity, node, batch) += 1;
         }
     }
+    dispatch_sources().record(counters);
     counters[kCounterHierDispatches] += 1;
     ht_detail::end_op(counters, op.sequence, kCounterHtLastDispatch);
 }
@@ -95,22 +98,25 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     ptx::launch_dependents();
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     ht_detail::init_stage_barriers<kWarps>(stage_barriers);
-    __syncthreads();  // the barriers are initialized before any warp uses its stages
     const HierOp op = hier_op(args.net, c, sequence, int32_t(dispatch_index & 1));
     const NetPort<Backend> port(args.net, kHierContext, c.diagnostics);
-    bool put = false;
+    // Before this op rewrites its sources (the counts blocks, the records): the previous dispatch's
+    // puts have read theirs (HierSources; this op does not flush its own).
+    __shared__ int sources_read;
+    if (threadIdx.x == 0) sources_read = hier_detail::dispatch_sources().wait_read(port, counters);
+    __syncthreads();  // the barriers are initialized before any warp uses its stages
 
     // A poisoned buffer (an earlier op failed) sends nothing: its peers report the stall.
-    bool ok = !is_poisoned(c.diagnostics);
-    if (blockIdx.x == 0) ok = hier_detail::exchange_counts<Backend, kMaskedLayout>(args, op, port, dispatch_index, put);
+    bool ok = sources_read != 0 && !is_poisoned(c.diagnostics);
+    if (blockIdx.x == 0 && sources_read != 0)
+        ok = hier_detail::exchange_counts<Backend, kMaskedLayout>(args, op, port, dispatch_index, counters);
     const int warp = int(threadIdx.x / 32);
     uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
     if (ok && warp < kSendWarps)
         ok = hier_detail::send_tokens<Shape, Backend, kClaimTokens>(args, op, port, counters, stages,
-                                                                     stage_barriers[warp], put);
+                                                                     stage_barriers[warp]);
     else if (ok)
         ok = hier_detail::forward_records<Shape>(args, op, port, counters, stages, stage_barriers[warp]);
-    hier_detail::flush_if(port, put);  // this thread's puts have read their sources
 
     // finish: bulk writes ordered with generic ones first, then the last block signals this node.
     ptx::fence_proxy_async_global();

@@ -73,6 +73,8 @@ SY_DEVICE HierStream dispatch_stream(const HierDispatchArgs<Backend>& args, cons
     stream.batch_records = op.batch_records;
     stream.trace = args.ht.trace;
     stream.first_put_mark = kHtDispatchFirstPut;
+    stream.counters = c.layout.workspace.counters(c.local_base);
+    stream.sources = dispatch_sources();
     return stream;
 }
 
@@ -117,7 +119,7 @@ SY_DEVICE void write_forward_records(const HierDispatchArgs<Backend>& args, cons
 // their batches. False when a put failed (reported).
 template <class Backend>
 SY_DEVICE bool end_run(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                       int32_t records, int32_t first, int32_t& count, bool& put) {
+                       int32_t records, int32_t first, int32_t& count) {
     if (ptx::lane_id() == 0) {
         ptx::bulk_wait<0>();
         ptx::fence_proxy_async_global();  // the bulk stores, before the generic fence below
@@ -128,7 +130,7 @@ SY_DEVICE bool end_run(const HierDispatchArgs<Backend>& args, const HierOp& op, 
     if (count > 0) {
         ptx::fence_acq_rel_sys();  // the warp's records (observed through the warp barrier) before the add
         ok = add_to_stream(port, dispatch_stream(args, op, int32_t(ptx::lane_id()), records), first, count,
-                           op.sequence, put);
+                           op.sequence);
         count = 0;
     }
     return __all_sync(0xffffffffu, ok);
@@ -165,7 +167,7 @@ struct SenderRuns {
 // failed.
 template <typename Shape, class Backend, int kClaimTokens>
 SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                           uint64_t* counters, uint8_t* stages, uint64_t* barriers, bool& put) {
+                           uint64_t* counters, uint8_t* stages, uint64_t* barriers) {
     constexpr bool kPrefetch = !Shape::kQuantize;
     const int64_t stage_bytes = Shape::record().meta_offset;
     const uint32_t lane = ptx::lane_id();
@@ -202,7 +204,7 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
         }
         const HierRoute next_route = next >= 0 ? load_route<Shape>(args, op, next) : HierRoute{};
         write_forward_records<Shape>(args, op, token, route, staged, first, count);
-        if (run_ended && !(ok = end_run(args, op, port, records, first, count, put))) break;
+        if (run_ended && !(ok = end_run(args, op, port, records, first, count))) break;
         token = next;
         route = next_route;
     }

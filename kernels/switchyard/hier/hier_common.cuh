@@ -57,6 +57,39 @@ SY_DEVICE bool wait_signal_exact(const NetPort<Backend>& port, const Diagnostics
     return false;
 }
 
+// Source reuse across ops. A hierarchical op's puts read sources that this rank rewrites in its
+// next op of the same kind (the dispatch's net_send and counts_send, the combine's partial_send and
+// weights_send). The op does not flush them before it ends, which held its end until its own wire
+// had carried everything: each such put raises the kind's network counter once its source was read
+// (transport/net.cuh, contract 3), the op tallies its puts, its last block records the tally, and
+// the next op of the kind waits at its start for the counter to reach it (at once, unless that op
+// follows the previous one of its kind while the network still reads its sources).
+struct HierSources {
+    uint32_t counter;  // network counter id on kHierContext
+    int32_t puts;      // workspace counter: puts issued with the network counter
+    int32_t issued;    // workspace counter: that tally at the end of the kind's latest op
+
+    // One put about to be issued: tallied, and the counter it raises.
+    SY_DEVICE NetCounter count(uint64_t* counters) const {
+        atomicAdd(reinterpret_cast<unsigned long long*>(counters + puts), 1ull);
+        return net_counter_inc(counter);
+    }
+    // The op's last block: the tally the next op of the kind waits for.
+    SY_DEVICE void record(uint64_t* counters) const { counters[issued] = counters[puts]; }
+    // One thread, at the op's start (before any of its puts): the previous ops' sources were read.
+    // False on timeout (reported).
+    template <class Backend>
+    SY_DEVICE bool wait_read(const NetPort<Backend>& port, const uint64_t* counters) const {
+        return port.wait_counter(counter, counters[issued], kPhaseNetwork);
+    }
+};
+SY_DEVICE HierSources dispatch_sources() {
+    return {kHierDispatchSourceCounter, kCounterHierDispatchSourcePuts, kCounterHierDispatchSourcesIssued};
+}
+SY_DEVICE HierSources combine_sources() {
+    return {kHierCombineSourceCounter, kCounterHierCombineSourcePuts, kCounterHierCombineSourcesIssued};
+}
+
 // A stream of records to one node, as its writers complete them. Records [first, first + count)
 // written by one lane's warp go to their batches; the lane whose records complete a batch sends
 // it: to another node as one put of the whole batch with the batch's signal (+1), to this rank's
@@ -77,13 +110,14 @@ struct HierStream {
     int32_t batch_records;
     OpTrace trace;           // the op's timeline: its first put raises `first_put_mark`
     int32_t first_put_mark;
+    uint64_t* counters;      // the workspace counters (the sources' tally)
+    HierSources sources;     // the kind's source counter
 };
 
-// One lane. Returns false when a put could not be issued (reported); `put` becomes true once this
-// lane has issued one (it must flush before the op ends).
+// One lane. Returns false when a put could not be issued (reported).
 template <class Backend>
 SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, int32_t first, int32_t count,
-                             uint64_t sequence, bool& put) {
+                             uint64_t sequence) {
     const int32_t B = s.batch_records;
     for (int32_t batch = first / B; count > 0; ++batch) {
         const int32_t end = min((batch + 1) * B, first + count);
@@ -99,19 +133,11 @@ SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, 
         }
         const uint64_t at = uint64_t(batch) * B * uint64_t(s.record_bytes);
         if (!port.put(s.node, s.dst_offset + at, s.src_offset + at, uint64_t(size) * uint64_t(s.record_bytes),
-                      net_signal_add(s.first_signal + uint32_t(batch), 1)))
+                      net_signal_add(s.first_signal + uint32_t(batch), 1), s.sources.count(s.counters)))
             return false;
-        put = true;
         trace_mark(s.trace, s.first_put_mark, true);
     }
     return true;
-}
-
-// The lanes that issued puts wait until those puts have read their sources (the regions are
-// rewritten by the next op). False on timeout.
-template <class Backend>
-SY_DEVICE bool flush_if(const NetPort<Backend>& port, bool put) {
-    return !put || port.flush();
 }
 
 // For a timed-out wait on node peer `peer`: its HT kernels' progress (completion.cuh).

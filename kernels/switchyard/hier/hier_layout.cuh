@@ -41,6 +41,10 @@ constexpr int32_t kHierMaxNodes = 32;     // one lane per node in the senders' b
 // the wire a little earlier and shorten the tail (the last batch's forwarding, split over 16 warps).
 constexpr int32_t kHierMaxBatches = 32;
 constexpr int32_t kHierContext = 0;       // the network context every hierarchical request uses
+// Network counters (on kHierContext) of the puts whose sources the next op of the kind rewrites:
+// the dispatch's (net_send, counts_send) and the combine's (partial_send, weights_send).
+constexpr uint32_t kHierDispatchSourceCounter = 0;
+constexpr uint32_t kHierCombineSourceCounter = 1;
 // Signal ids the HT kernels may use: those below the LL kernels' (ll/net_layout.cuh: 4 per node for
 // up to 64 nodes, under the network check's reserved ones), so no id is raised on two contexts.
 constexpr int32_t kHierSignalIdLimit = kNetNumSignals - int32_t(kNetCheckIds) - 4 * 64;
