@@ -72,14 +72,12 @@ enum Counter : int32_t {
     kCounterHierCombineEntries = kCounterLlNetForwardReady + 2,
     // Hierarchical combines whose homes sent their top-k weights to the forwarders (flat weighted).
     kCounterHierWeightRounds = kCounterLlNetForwardReady + 3,
-    // Hierarchical HT source reuse (hier/hier_common.cuh, HierSources): the network puts this rank's
-    // dispatches and combines have issued with a source counter, and that tally at the end of the
-    // latest op of the kind (what the next one waits for before it rewrites a source).
+    // Hierarchical HT source reuse (hier/hier_common.cuh, HierSources): the network puts with a
+    // source counter this rank's dispatches and combines issued, through the latest op of the kind
+    // (what the next one waits for before it rewrites a source). Advanced by the last blocks.
     kCounterHierDispatchSourcePuts = kCounterLlNetForwardReady + 4,
-    kCounterHierDispatchSourcesIssued = kCounterLlNetForwardReady + 5,
-    kCounterHierCombineSourcePuts = kCounterLlNetForwardReady + 6,
-    kCounterHierCombineSourcesIssued = kCounterLlNetForwardReady + 7,
-    kNumCounters = kCounterHierCombineSourcesIssued + 1,
+    kCounterHierCombineSourcePuts = kCounterLlNetForwardReady + 5,
+    kNumCounters = kCounterHierCombineSourcePuts + 1,
 };
 
 // 64-bit words of the HT notify entry one source writes to each destination: {sequence,

@@ -97,8 +97,7 @@ SY_DEVICE HierStream partial_stream(const HierCombineArgs<Backend>& args, const 
     stream.batch_records = op.batch_records;
     stream.trace = args.ht.trace;
     stream.first_put_mark = kHtCombineFirstPut;
-    stream.counters = c.layout.workspace.counters(c.local_base);
-    stream.sources = combine_sources();
+    stream.source_counter = kHierCombineSourceCounter;
     return stream;
 }
 

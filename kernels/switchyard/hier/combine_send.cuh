@@ -59,7 +59,7 @@ SY_DEVICE void send_home_weights(const HierCombineArgs<Backend>& args, const Hie
         const NetSignal signal = net_signal_add(h.signals().home_weights(op.node), 1);
         const bool sent = bytes > 0 ? port.put(m, uint64_t(h.weights_recv(op.node, 0, topk)),
                                                uint64_t(h.weights_send(0, topk)), bytes, signal,
-                                               combine_sources().count(c.layout.workspace.counters(c.local_base)))
+                                               net_counter_inc(kHierCombineSourceCounter))
                                     : port.signal(m, signal);
         if (!sent) return;
     }

@@ -48,21 +48,24 @@ namespace hier_detail {
 
 // The last block: dispatch-done at each rank of this node, the batch signals consumed from each
 // node's stream (the next dispatch of this parity waits for one more), the staged counts back to
-// zero, the sequences advanced.
+// zero, this op's source puts tallied (a counts block and the stream's batches to each other node:
+// HierSources), the sequences advanced.
 template <class Backend>
 SY_DEVICE void finish_dispatch(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
     const HtCommon& c = args.ht.common;
     const WorkspaceLayout& ws = c.layout.workspace;
     if (!ht_detail::last_block_to_finish<true>(counters)) return;
     signal_node(c, op, ws.ht_dispatch_done_offset, op.sequence);
+    uint64_t source_puts = 0;
     for (int32_t node = 0; node < op.num_nodes; ++node) {
         const int32_t batches = hier_batches_of(args.forward_counts[node], op.batch_records);
         for (int32_t batch = 0; batch < ws.hier_batches; ++batch) {
             *ws.hier_staged(c.local_base, 0, node, batch) = 0;
             if (node != op.node && batch < batches) *ws.hier_consumed(c.local_base, op.parity, node, batch) += 1;
         }
+        if (node != op.node) source_puts += 1 + uint64_t(hier_batches_of(args.num_tokens_per_node[node], op.batch_records));
     }
-    dispatch_sources().record(counters);
+    dispatch_sources().add(counters, source_puts);
     counters[kCounterHierDispatches] += 1;
     ht_detail::end_op(counters, op.sequence, kCounterHtLastDispatch);
 }
@@ -109,7 +112,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // A poisoned buffer (an earlier op failed) sends nothing: its peers report the stall.
     bool ok = sources_read != 0 && !is_poisoned(c.diagnostics);
     if (blockIdx.x == 0 && sources_read != 0)
-        ok = hier_detail::exchange_counts<Backend, kMaskedLayout>(args, op, port, dispatch_index, counters);
+        ok = hier_detail::exchange_counts<Backend, kMaskedLayout>(args, op, port, dispatch_index);
     const int warp = int(threadIdx.x / 32);
     uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
     if (ok && warp < kSendWarps)

@@ -35,10 +35,9 @@ namespace switchyard::device {
 
 namespace hier_detail {
 
-// Block 0: the counts blocks and their puts (thread 0 issues them: `put`), and the own entry.
+// Block 0: the counts blocks and their puts (thread 0 issues them), and the own entry.
 template <class Backend>
-SY_DEVICE void send_counts(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                           uint64_t* counters) {
+SY_DEVICE void send_counts(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port) {
     const HtDispatchArgs& ht = args.ht;
     const HtCommon& c = ht.common;
     const HierLayout& h = c.layout.hier;
@@ -72,7 +71,7 @@ SY_DEVICE void send_counts(const HierDispatchArgs<Backend>& args, const HierOp& 
         if (m == op.node) continue;
         if (!port.put(m, uint64_t(h.counts_recv(op.parity, op.node)), uint64_t(h.counts_send(m)),
                       uint64_t(counts.bytes()), net_signal_add(signals.counts(op.parity, op.node), 1),
-                      dispatch_sources().count(counters)))
+                      net_counter_inc(kHierDispatchSourceCounter)))
             return;
     }
 }
@@ -184,13 +183,13 @@ SY_DEVICE void publish_offsets(const HierDispatchArgs<Backend>& args, const Hier
 // published and the forwarders of every block stop at their wait for it).
 template <class Backend, bool kMaskedLayout>
 SY_DEVICE bool exchange_counts(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                               uint64_t dispatch_index, uint64_t* counters) {
+                               uint64_t dispatch_index) {
     __shared__ int ok;
     // A poisoned buffer (an earlier op failed) announces nothing: its peers report the stall.
     if (threadIdx.x == 0) ok = !is_poisoned(args.ht.common.diagnostics);
     __syncthreads();
     if (!ok) return false;
-    send_counts(args, op, port, counters);
+    send_counts(args, op, port);
     if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchNotified);
     if (!relay_counts(args, op, port, dispatch_index)) ok = 0;
     __syncthreads();

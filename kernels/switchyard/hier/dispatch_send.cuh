@@ -73,8 +73,7 @@ SY_DEVICE HierStream dispatch_stream(const HierDispatchArgs<Backend>& args, cons
     stream.batch_records = op.batch_records;
     stream.trace = args.ht.trace;
     stream.first_put_mark = kHtDispatchFirstPut;
-    stream.counters = c.layout.workspace.counters(c.local_base);
-    stream.sources = dispatch_sources();
+    stream.source_counter = kHierDispatchSourceCounter;
     return stream;
 }
 

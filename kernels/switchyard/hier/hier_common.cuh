@@ -61,33 +61,29 @@ SY_DEVICE bool wait_signal_exact(const NetPort<Backend>& port, const Diagnostics
 // next op of the same kind (the dispatch's net_send and counts_send, the combine's partial_send and
 // weights_send). The op does not flush them before it ends, which held its end until its own wire
 // had carried everything: each such put raises the kind's network counter once its source was read
-// (transport/net.cuh, contract 3), the op tallies its puts, its last block records the tally, and
-// the next op of the kind waits at its start for the counter to reach it (at once, unless that op
-// follows the previous one of its kind while the network still reads its sources).
+// (transport/net.cuh, contract 3), the op's last block adds the number of those puts (known from
+// the counts: a put per batch of each stream to another node, and the counts or weights puts) to
+// the kind's workspace tally, and the next op of the kind waits at its start for the counter to
+// reach the tally (at once, unless that op follows the previous one of its kind while the network
+// still reads its sources).
 struct HierSources {
     uint32_t counter;  // network counter id on kHierContext
-    int32_t puts;      // workspace counter: puts issued with the network counter
-    int32_t issued;    // workspace counter: that tally at the end of the kind's latest op
+    int32_t tally;     // workspace counter: the kind's puts with that counter so far
 
-    // One put about to be issued: tallied, and the counter it raises.
-    SY_DEVICE NetCounter count(uint64_t* counters) const {
-        atomicAdd(reinterpret_cast<unsigned long long*>(counters + puts), 1ull);
-        return net_counter_inc(counter);
-    }
-    // The op's last block: the tally the next op of the kind waits for.
-    SY_DEVICE void record(uint64_t* counters) const { counters[issued] = counters[puts]; }
+    // The op's last block: this op issued `puts` of them.
+    SY_DEVICE void add(uint64_t* counters, uint64_t puts) const { counters[tally] += puts; }
     // One thread, at the op's start (before any of its puts): the previous ops' sources were read.
     // False on timeout (reported).
     template <class Backend>
     SY_DEVICE bool wait_read(const NetPort<Backend>& port, const uint64_t* counters) const {
-        return port.wait_counter(counter, counters[issued], kPhaseNetwork);
+        return port.wait_counter(counter, counters[tally], kPhaseNetwork);
     }
 };
 SY_DEVICE HierSources dispatch_sources() {
-    return {kHierDispatchSourceCounter, kCounterHierDispatchSourcePuts, kCounterHierDispatchSourcesIssued};
+    return {kHierDispatchSourceCounter, kCounterHierDispatchSourcePuts};
 }
 SY_DEVICE HierSources combine_sources() {
-    return {kHierCombineSourceCounter, kCounterHierCombineSourcePuts, kCounterHierCombineSourcesIssued};
+    return {kHierCombineSourceCounter, kCounterHierCombineSourcePuts};
 }
 
 // A stream of records to one node, as its writers complete them. Records [first, first + count)
@@ -110,8 +106,7 @@ struct HierStream {
     int32_t batch_records;
     OpTrace trace;           // the op's timeline: its first put raises `first_put_mark`
     int32_t first_put_mark;
-    uint64_t* counters;      // the workspace counters (the sources' tally)
-    HierSources sources;     // the kind's source counter
+    uint32_t source_counter;  // raised by each put once its source was read (HierSources)
 };
 
 // One lane. Returns false when a put could not be issued (reported).
@@ -133,7 +128,7 @@ SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, 
         }
         const uint64_t at = uint64_t(batch) * B * uint64_t(s.record_bytes);
         if (!port.put(s.node, s.dst_offset + at, s.src_offset + at, uint64_t(size) * uint64_t(s.record_bytes),
-                      net_signal_add(s.first_signal + uint32_t(batch), 1), s.sources.count(s.counters)))
+                      net_signal_add(s.first_signal + uint32_t(batch), 1), net_counter_inc(s.source_counter)))
             return false;
         trace_mark(s.trace, s.first_put_mark, true);
     }
