@@ -473,10 +473,8 @@ int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
         if (taken == kMaxTakenPerPass) ++engine_.full_takes;
         took = took || taken > 0;
     }
-    if (!handing_over_ahead_ && executor_->holds_words()) {
+    if (scheduler_->config().issue_lead_ns == 0 && executor_->holds_words())
         scheduler_->set_issue_lead(kIssueLeadNs);
-        handing_over_ahead_ = true;
-    }
     return scheduler_->issue(now_ns);
 }
 

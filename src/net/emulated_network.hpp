@@ -127,8 +127,7 @@ class EmulatedNetwork final : public Network {
         int64_t ring_lag_sum = 0, ring_lag_min = INT64_MAX, ring_lag_max = INT64_MIN;
     };
     EngineCounters engine_;
-    DeviceClock device_clock_;         // the GPU's clock, from the requests' stamps (engine thread)
-    bool handing_over_ahead_ = false;  // the scheduler was given its issue lead
+    DeviceClock device_clock_;  // the GPU's clock, from the requests' stamps (engine thread)
 
     mutable std::mutex stats_mutex_;
     SchedulerStats stats_snapshot_;

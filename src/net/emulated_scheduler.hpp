@@ -84,8 +84,9 @@ class Executor {
     virtual void write(const Word* words, size_t count);
     // The end of one issue()'s calls (its copies, then its words): an executor that gathers a
     // call's work runs it now. The words are not to be written before `words_due_ns` on the
-    // scheduler's clock (the wire slot end of every chunk issued so far; 0: none given): an executor
-    // that cannot hold them is only ever called with a zero issue lead, when that time has come.
+    // scheduler's clock (when everything issued so far is due: its chunks' wire slots ended and its
+    // requests' latency passed; 0: none given): an executor that cannot hold them is only ever
+    // called with a zero issue lead, when that time has come.
     virtual void submit(int64_t words_due_ns) { (void)words_due_ns; }
     virtual void write_signal(int32_t dst_rank, int32_t context, uint32_t id, uint64_t value) = 0;
     virtual void write_counter(int32_t context, uint32_t id, uint64_t value) = 0;

@@ -69,7 +69,7 @@ SY_DEVICE void send_home_weights(const HierCombineArgs<Backend>& args, const Hie
 // itself. False when a wait failed (reported).
 template <class Backend>
 SY_DEVICE bool enter_combine(const HierCombineArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                             uint64_t* counters, int32_t topk, bool& handshake) {
+                             const uint64_t* counters, int32_t topk, bool& handshake) {
     const HtCommon& c = args.ht.common;
     const WorkspaceLayout& ws = c.layout.workspace;
     __shared__ int ok;
