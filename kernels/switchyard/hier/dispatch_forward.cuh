@@ -30,8 +30,10 @@
 namespace switchyard::device {
 
 // Records per forwarding item: a batch is forwarded by several warps at once, so the last batch
-// to arrive is not left to one warp.
-constexpr int32_t kHierForwardRecords = 8;
+// to arrive is not left to a few. The last batch ends the op, and each record takes a warp a few
+// microseconds: items of 2 records spread it over 64 warps (items of 8 left it to 16, which
+// finished 25-50 us after it landed; decisions, 2026-12-02).
+constexpr int32_t kHierForwardRecords = 2;
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
