@@ -27,6 +27,7 @@ struct OpTimeline {
     std::string op;                  // "ht dispatch", "ll combine send", ...
     std::vector<std::string> marks;  // in the kernels' order; marks[0] is the op's first moment
     std::vector<double> us;          // us[i]: mark i in microseconds after mark 0; NaN: not reached
+    uint64_t start_ns = 0;  // mark 0 on the GPU's global timer: aligns the timelines of ranks on one GPU
 
     bool empty() const { return marks.empty(); }
     // The time of the mark called `name` (NaN when the op has no such mark or did not reach it).

@@ -66,6 +66,7 @@ OpTimeline decode_timeline(const volatile uint64_t* slots, const TracedOpMarks& 
     OpTimeline timeline;
     timeline.op = marks.name;
     const uint64_t first = slots[0];
+    timeline.start_ns = first;
     for (int mark = 0; mark < marks.num_marks; ++mark) {
         timeline.marks.emplace_back(marks.mark_names[mark]);
         const uint64_t value = slots[mark];
@@ -107,7 +108,8 @@ void OpTracer::collect(TracedOp op) {
     for (int slot = 0; slot < device::kTraceSlots; ++slot) slots[slot] = 0;
     if (print_) {
         std::ostringstream line;
-        line << "[switchyard trace] rank " << rank_ << " " << timeline.op << " (us after its first mark):";
+        line << "[switchyard trace] rank " << rank_ << " " << timeline.op << " (us after its first mark, at "
+             << timeline.start_ns / 1000 << " us on the GPU's clock):";
         for (size_t mark = 1; mark < timeline.marks.size(); ++mark) {
             line << " " << timeline.marks[mark] << " ";
             if (std::isnan(timeline.us[mark]))
