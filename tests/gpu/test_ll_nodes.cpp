@@ -625,6 +625,12 @@ void run_withheld_masked(const Topo& topo, int silent) {
             const std::string what = topo.name() + " rank " + std::to_string(silent) + " withheld" +
                                      (hierarchical ? " (hierarchical)" : " (flat)");
             if (mine_checked) check_dispatch(seen, env.rank, dispatched, env.stream, what + " dispatch");
+            // Every rank enters the combine once every dispatch ended. The ranks of the other nodes
+            // spend the timeout in their dispatch before they mask the silent rank; a rank of the
+            // silent rank's node, whose dispatch waits for no one silent, would otherwise wait that
+            // long for their combine's rows and rightly mask them too (a race of this test, seen
+            // once in 2x2 on one H200, not a masking error).
+            env.communicator->barrier(std::chrono::seconds(120));
             upload(inputs.y.data(), seen.expert_outputs[size_t(env.rank)].y, env.stream);
             LowLatencyCombineArgs combine =
                 hierarchical ? inputs.hierarchical_combine_args(env.num_ranks) : inputs.combine_args(env.num_ranks);
