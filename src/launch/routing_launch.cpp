@@ -1,7 +1,6 @@
 // Launcher of the routing kernel (kernels/switchyard/routing/routing_kernel.cuh): one cooperative
 // grid over chunks of tokens, with the buffer's per-chunk scratch. Two callers: the HT dispatch
 // (launch_ht_routing, which also sends the op's counts notify) and Buffer::get_dispatch_layout.
-#include <algorithm>
 #include <string>
 
 #include "jit/jit.hpp"
@@ -74,8 +73,8 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
 
     jit::LaunchConfig config;
     // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
-    // rank's budget; a block takes several chunks when there are more.
-    config.grid[0] = unsigned(std::min(args.num_chunks, std::max(1, context.sm_budget)));
+    // rank's budget; a block takes several chunks when there are more (routing_grid_blocks).
+    config.grid[0] = unsigned(device::routing_grid_blocks(args.num_chunks, context.sm_budget));
     config.block[0] = device::kLayoutThreads;
     config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, rank_columns, histogram));
     config.cooperative = true;

@@ -141,6 +141,25 @@ SY_TEST(LayoutKernels, ChunksCoverTokensAndFitTheBuffersScratch) {
     }
 }
 
+// The routing grid: never more blocks than the budget (every block resident), every chunk taken,
+// and no block more chunks than the fewest rounds need; the same rounds on fewer SMs.
+SY_TEST(LayoutKernels, RoutingGridTakesTheFewestRoundsOnTheFewestBlocks) {
+    using namespace switchyard::device;
+    // 4,096 tokens at top-8 with four ranks and the emulated network on an H200 (a budget of 29):
+    SY_CHECK(routing_grid_blocks(32, 29) == 16);
+    SY_CHECK(routing_grid_blocks(32, 33) == 32);
+    SY_CHECK(routing_grid_blocks(32, 16) == 16);
+    SY_CHECK(routing_grid_blocks(1, 0) == 1);
+    for (int32_t chunks = 1; chunks <= 80; ++chunks)
+        for (int32_t budget = 1; budget <= 40; ++budget) {
+            const int32_t blocks = routing_grid_blocks(chunks, budget);
+            const int32_t fewest_rounds = (chunks + budget - 1) / budget;
+            SY_CHECK(blocks >= 1 && blocks <= budget && blocks <= chunks);
+            SY_CHECK((chunks + blocks - 1) / blocks == fewest_rounds);
+            SY_CHECK(blocks == 1 || (chunks + blocks - 2) / (blocks - 1) > fewest_rounds);
+        }
+}
+
 // The layout kernel's shared memory: with per-warp counts (up to kLayoutHistogramColumns columns)
 // it must fit the smallest opt-in limit of the GPUs we build for (227 KiB on H100/H200/B200), and
 // without them (the warps-take-turns path, up to the 4,096 experts validation allows, and 64

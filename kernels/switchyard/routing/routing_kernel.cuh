@@ -102,6 +102,18 @@ SY_HOST_DEVICE int32_t layout_num_chunks(int32_t num_tokens, int32_t topk) {
     const int32_t per_chunk = layout_tokens_per_chunk(topk);
     return num_tokens > 0 ? (num_tokens + per_chunk - 1) / per_chunk : 1;
 }
+// Blocks of the routing grid for `num_chunks` chunks where at most `max_blocks` may be resident (the
+// rank's SM budget). A block takes chunks blockIdx.x, + gridDim.x, ..., one after another, so the
+// routing lasts as many chunks' time as its busiest block takes; the grid is the smallest one with
+// that many rounds. With one round that is a block per chunk; with more it leaves SMs to the ranks
+// sharing the GPU at no cost in time (32 chunks on a budget of 29: 16 blocks of two chunks, not 29
+// blocks of which 3 take two).
+SY_HOST_DEVICE int32_t routing_grid_blocks(int32_t num_chunks, int32_t max_blocks) {
+    const int32_t budget = max_blocks > 1 ? max_blocks : 1;
+    const int32_t chunks = num_chunks > 1 ? num_chunks : 1;
+    const int32_t rounds = (chunks + budget - 1) / budget;
+    return (chunks + rounds - 1) / rounds;
+}
 // Columns (experts + ranks) up to which the per-warp counts ([32][columns] ints) are used.
 constexpr int32_t kLayoutHistogramColumns = 640;
 constexpr int32_t kLayoutWarps = kLayoutThreads / 32;
