@@ -238,7 +238,10 @@ SY_TEST(NetEmulated, HtShapedBatchesReachTheCap) {
         check.puts_per_signal = 1;
         check.put_bytes = 128 * 7168;
         check.num_contexts = 4;
-        check.rounds = 2;
+        // Eight rounds (~5 ms a rank): the engine's start (its first call's ring lag and launch, up
+        // to ~0.1 ms with four ranks on one GPU) is then a small share of the time measured; over
+        // two rounds a rank once measured 0.899 of the cap.
+        check.rounds = 8;
         for (double rate : bandwidth_run(shape, 46.0, check, "0.9 MB batches")) {
             SY_CHECK(rate >= 0.9 * 46.0);
             SY_CHECK(rate <= 1.03 * 46.0);
