@@ -304,6 +304,8 @@ void bind_config(nb::module_& m) {
         .def_ro("op", &OpTimeline::op)
         .def_ro("marks", &OpTimeline::marks)
         .def_ro("us", &OpTimeline::us)
+        .def_ro("start_ns", &OpTimeline::start_ns,
+                "Mark 0 on the GPU's global timer (ns): lines up the timelines of ranks on one GPU.")
         .def("empty", &OpTimeline::empty)
         .def(
             "at", [](const OpTimeline& timeline, const std::string& name) { return timeline.at(name); },

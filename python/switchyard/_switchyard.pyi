@@ -80,6 +80,10 @@ class OpTimeline:
     @property
     def us(self) -> list[float]: ...
 
+    @property
+    def start_ns(self) -> int:
+        """Mark 0 on the GPU's global timer (ns): lines up the timelines of ranks on one GPU."""
+
     def empty(self) -> bool: ...
 
     def at(self, name: str) -> float:
