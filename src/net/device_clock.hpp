@@ -35,6 +35,11 @@ class DeviceClock {
     uint64_t device_ns(int64_t engine_ns) const {
         return known() ? uint64_t(engine_ns - std::min(current_, previous_)) : 0;
     }
+    // The engine time at globaltimer `device_ns` (`otherwise` while unknown): when a request was
+    // posted, to within the smallest delay seen (never before it was posted).
+    int64_t engine_ns(uint64_t device_ns, int64_t otherwise) const {
+        return known() ? int64_t(device_ns) + std::min(current_, previous_) : otherwise;
+    }
 
   private:
     static constexpr int64_t kUnknown = INT64_MAX;

@@ -466,7 +466,12 @@ int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
                     engine_.ring_lag_min = std::min(engine_.ring_lag_min, lag);
                     engine_.ring_lag_max = std::max(engine_.ring_lag_max, lag);
                 }
-                const std::string problem = scheduler_->accept(context, position, request, now_ns);
+                // Due from its post (the ring lag is the engine's, not the network's).
+                const int64_t posted =
+                    request.posted_ns != 0
+                        ? std::min(seen, device_clock_.engine_ns(request.posted_ns, now_ns))
+                        : now_ns;
+                const std::string problem = scheduler_->accept(context, position, request, now_ns, posted);
                 if (!problem.empty()) report_refused(context, request, problem);
             });
         engine_.requests += uint64_t(taken);

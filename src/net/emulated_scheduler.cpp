@@ -58,7 +58,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, Executor& executor)
 }
 
 std::string Scheduler::accept(int32_t context_index, uint64_t position, const device::NetDescriptor& d,
-                              int64_t now_ns) {
+                              int64_t now_ns, int64_t posted_ns) {
     last_request_ns_ = now_ns;
     auto refuse = [&](const std::string& why) {
         ++stats_.invalid_requests;
@@ -109,9 +109,12 @@ std::string Scheduler::accept(int32_t context_index, uint64_t position, const de
         owner = context_index;
     }
 
+    Lane& lane = context.lanes[d.peer_node];
     Request request;
     request.position = position;
-    request.ready_ns = now_ns + config_.latency_ns;
+    // From the post (a NIC sees its doorbell at once; the engine's ring lag is the emulator's own),
+    // in the lane's order.
+    request.ready_ns = std::max(lane.last_ready_ns, posted_ns + config_.latency_ns);
     request.kind = d.kind;
     request.dst_offset = d.dst_offset;
     request.src_offset = d.src_offset;
@@ -125,10 +128,10 @@ std::string Scheduler::accept(int32_t context_index, uint64_t position, const de
         ++stats_.puts[dst_rank];
         stats_.bytes_requested[dst_rank] += bytes;
     }
-    Lane& lane = context.lanes[d.peer_node];
     lane.waiting.push_back(request);
     lane.waiting_bytes += bytes;
     lane.last_seen_ns = now_ns;
+    lane.last_ready_ns = request.ready_ns;
     return {};
 }
 
@@ -523,6 +526,7 @@ void Scheduler::clear() {
             lane.waiting_bytes = 0;
             lane.batch.reset();
             lane.last_seen_ns = INT64_MIN / 2;
+            lane.last_ready_ns = INT64_MIN / 2;
         }
         context.flushes.clear();
         context.force_below = 0;

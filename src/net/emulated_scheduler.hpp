@@ -26,7 +26,10 @@
 //     are due when that slot ends (a store-and-forward NIC: bytes delivered by time t never exceed
 //     cap x t). The clock runs on the requests' due times, not on when the engine got round to them,
 //     so an engine late to a slot issues the chunks that are overdue together and the wire loses
-//     nothing. No word is due before its request's latency has passed since the engine saw it.
+//     nothing. A request is due one latency after its kernel posted it (its globaltimer stamp on
+//     this clock), not after the engine took it from the ring: a NIC sees its doorbell at once,
+//     and the ring lag is the emulator's own (a host thread's pass, a launch in progress), so it
+//     delays the bytes' landing but not the wire. No word is due before that.
 //   - Handing over ahead (issue_lead_ns): the executor is given a call up to that long before its
 //     words are due, with their due time (Executor::submit), and holds the words until then; the
 //     bytes may land early. The time between a call and its landing (launches, a busy GPU) then
@@ -161,10 +164,17 @@ class Scheduler {
     Scheduler(const SchedulerConfig& config, Executor& executor);
 
     // A descriptor taken from `context`'s ring at `position` (positions of a context arrive in
-    // order), seen at `now_ns`. Returns an empty string, or why the request is invalid (it is
-    // dropped and counted).
+    // order), seen at `now_ns` and posted by its kernel at `posted_ns` (both on this clock; the
+    // engine converts the request's globaltimer stamp, DeviceClock): its latency, and its batch's
+    // wire slot, count from the post, never earlier than the lane's previous request's. Returns an
+    // empty string, or why the request is invalid (it is dropped and counted).
     std::string accept(int32_t context, uint64_t position, const device::NetDescriptor& request,
-                       int64_t now_ns);
+                       int64_t now_ns, int64_t posted_ns);
+    // A request whose posting time is unknown: posted when seen.
+    std::string accept(int32_t context, uint64_t position, const device::NetDescriptor& request,
+                       int64_t now_ns) {
+        return accept(context, position, request, now_ns, now_ns);
+    }
 
     // Hands the executor the work due at `now_ns`. Returns when more becomes due (kNever: nothing
     // is pending, or it waits for requests).
@@ -186,7 +196,7 @@ class Scheduler {
   private:
     struct Request {
         uint64_t position;
-        int64_t ready_ns;  // not issued before (seen + latency)
+        int64_t ready_ns;  // not issued before (posted + latency)
         uint32_t kind;
         uint64_t dst_offset, src_offset, bytes;
         uint32_t signal_id;
@@ -223,7 +233,8 @@ class Scheduler {
     struct Lane {  // one (context, peer node)
         int32_t context = 0;
         int32_t peer_node = 0;
-        int64_t last_seen_ns = INT64_MIN / 2;  // when its latest request was accepted
+        int64_t last_seen_ns = INT64_MIN / 2;   // when its latest request was accepted
+        int64_t last_ready_ns = INT64_MIN / 2;  // when its latest request is due (they are in order)
         std::deque<Request> waiting;
         uint64_t waiting_bytes = 0;  // their payload
         Batch batch;

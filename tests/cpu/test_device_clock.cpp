@@ -61,4 +61,18 @@ SY_TEST(DeviceClock, FollowsDriftWindowByWindow) {
     SY_CHECK_EQ(int64_t(clock.device_ns(t)), t + drifted - 1'000);
 }
 
+SY_TEST(DeviceClock, PostsOnTheEngineClockAreNeverEarly) {
+    // A request's post on the engine's clock: its true time plus the quickest request's delay, and
+    // back on the GPU's clock exactly its stamp (a word due one latency after a post lands then).
+    DeviceClock clock;
+    SY_CHECK_EQ(clock.engine_ns(posted_at(5'000), -1), int64_t(-1));  // unknown yet
+    clock.sample(1'000'000 + 40'000, posted_at(1'000'000));           // seen 40 us late
+    clock.sample(2'000'000 + 900, posted_at(2'000'000));              // seen 0.9 us late
+    const int64_t posted = 2'500'000;  // a request posted then, seen 120 us later
+    clock.sample(posted + 120'000, posted_at(posted));
+    const int64_t on_engine = clock.engine_ns(posted_at(posted), -1);
+    SY_CHECK_EQ(on_engine, posted + 900);
+    SY_CHECK_EQ(clock.device_ns(on_engine + 3'000), posted_at(posted + 3'000));
+}
+
 SY_TEST_MAIN()

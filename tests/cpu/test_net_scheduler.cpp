@@ -478,7 +478,8 @@ SY_TEST(NetScheduler, LatencyFloor) {
 
 SY_TEST(NetScheduler, LatencyFloorHoldsForWordsHandedOverAhead) {
     // With a lead, a put and a bare signal (no payload: no wire slot) are handed over at once, and
-    // their words are due no sooner than one latency after the engine saw them.
+    // their words are due no sooner than one latency after their post (here: when the engine saw
+    // them).
     for (bool bare : {false, true}) {
         SchedulerConfig config = two_nodes();
         config.latency_ns = 25'000;
@@ -582,6 +583,46 @@ SY_TEST(NetScheduler, PacingHoldsTheCapOverAMeasuredRun) {
         stats.late_ns / 1e6);
     SY_CHECK(rate <= 2.0 * 1.02);
     SY_CHECK(rate_on_time >= 2.0 * 0.98);
+}
+
+SY_TEST(NetScheduler, LatencyAndWireCountFromThePost) {
+    // The engine took a put 50 us after its kernel posted it: it is due one latency after the post,
+    // so it goes at once, and a second batch's wire slot follows the first's from the post on. A
+    // request of the lane posted earlier than the one before it is not due before it.
+    SchedulerConfig config = two_nodes();
+    Harness h(config);
+    const int64_t posted = 1'000'000;
+    h.now = posted + 50'000;
+    device::NetDescriptor d{};
+    d.kind = device::kNetRequestPut;
+    d.peer_node = 1;
+    d.bytes = 460'000;  // 10 us of wire at 46 GB/s
+    d.signal_id = 0;
+    d.signal_value = 1;
+    d.counter_id = device::kNetNone;
+    SY_CHECK(h.scheduler->accept(0, 0, d, h.now, posted).empty());
+    d.dst_offset = d.src_offset = 1 << 20;
+    SY_CHECK(h.scheduler->accept(0, 1, d, h.now, posted).empty());
+    h.scheduler->issue(h.now + config.quiet_ns);  // quiet: the lane's batch forms
+    // Both due (3 us after the post) and both slots (ending 13 and 23 us after it) over by now.
+    SY_CHECK_EQ(h.executor.copies.size(), size_t(2));
+    SY_CHECK(h.executor.index_of('s', 1, 0, 2) != SIZE_MAX);
+    SY_CHECK(h.executor.violations.empty());
+
+    Harness order(config);
+    order.now = 2'000'000;
+    device::NetDescriptor signal{};
+    signal.kind = device::kNetRequestSignal;
+    signal.peer_node = 1;
+    signal.signal_id = 0;
+    signal.signal_value = 1;
+    signal.counter_id = device::kNetNone;
+    SY_CHECK(order.scheduler->accept(0, 0, signal, order.now, order.now - 1'000).empty());
+    SY_CHECK(order.scheduler->accept(0, 1, signal, order.now, order.now - 2'500).empty());
+    SY_CHECK_EQ(order.scheduler->issue(order.now), order.now + 2'000);  // the first's due time
+    SY_CHECK(order.executor.writes.empty());
+    order.scheduler->issue(order.now + 2'000 + config.quiet_ns);
+    SY_CHECK(order.executor.index_of('s', 1, 0, 2) != SIZE_MAX);
 }
 
 SY_TEST(NetScheduler, AnEngineLateToItsSlotsLosesNoWireTime) {
