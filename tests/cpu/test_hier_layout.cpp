@@ -1,8 +1,8 @@
 // The hierarchical HT path's layout and accounting on the CPU (kernels/switchyard/hier/hier_layout.cuh,
 // predict_ht_network_bytes): regions that do not overlap and fit the buffer, signal ids within the
 // range the network check leaves free, batches that cover every stream, forward records whose
-// payload and scales sit where the dispatch record's do (one stage serves both), and the byte
-// prediction on a routing counted by hand.
+// payload and scales sit where the dispatch record's do (one stage serves both), forwarding items
+// that cover every record once, and the byte prediction on a routing counted by hand.
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -11,6 +11,7 @@
 #include "common/testing.hpp"
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/errors.hpp"
+#include "switchyard/hier/dispatch_forward.cuh"
 #include "switchyard/hier/hier_layout.cuh"
 #include "switchyard/network.hpp"
 
@@ -94,6 +95,43 @@ SY_TEST(HierLayout, SignalIdsStayBelowTheNetworkChecksAndBatchesCoverStreams) {
             for (int b = 0; b < hier_batches_of(records, B); ++b) covered += hier_batch_size(records, b, B);
             SY_CHECK_EQ(covered, records);
             SY_CHECK_EQ(hier_batch_size(records, hier_batches_of(records, B), B), 0);
+        }
+    }
+}
+
+// The forwarders' items (hier/dispatch_forward.cuh): batch-major, at most kHierForwardRecords
+// records each, never across a batch or past a stream's end, and together every record of every
+// node's stream exactly once.
+SY_TEST(HierLayout, ForwardItemsCoverEveryRecordOnceInBatchOrder) {
+    using hier_detail::forward_item;
+    for (int nodes : {2, 3, 4}) {
+        for (int tokens : {1, 7, 48, 640, 4096}) {
+            const int B = hier_batch_records(tokens, nodes);
+            std::vector<int32_t> records(static_cast<size_t>(nodes));
+            for (int n = 0; n < nodes; ++n) records[size_t(n)] = n == 1 ? 0 : tokens - (n * tokens) / 5;
+            int batches = 0;
+            for (int32_t r : records) batches = std::max(batches, int(hier_batches_of(r, B)));
+            const int parts = hier_detail::forward_parts(B);
+            SY_CHECK(parts * kHierForwardRecords >= B && (parts - 1) * kHierForwardRecords < B);
+            std::vector<std::vector<int>> seen(static_cast<size_t>(nodes));
+            for (int n = 0; n < nodes; ++n) seen[size_t(n)].assign(size_t(records[size_t(n)]), 0);
+            int last_batch = 0;
+            for (int item = 0; item < batches * nodes * parts; ++item) {
+                const int node = (item / parts) % nodes;
+                const hier_detail::ForwardItem it =
+                    forward_item(item, nodes, parts, B, records[size_t(node)]);
+                SY_CHECK_EQ(it.node, node);
+                SY_CHECK(it.batch >= last_batch);
+                last_batch = it.batch;
+                if (it.lo >= it.hi) continue;
+                SY_CHECK(it.hi - it.lo <= kHierForwardRecords);
+                SY_CHECK(it.lo >= it.batch * B && it.hi <= (it.batch + 1) * B &&
+                         it.hi <= records[size_t(node)]);
+                for (int slot = it.lo; slot < it.hi; ++slot) ++seen[size_t(node)][size_t(slot)];
+            }
+            for (const auto& node_seen : seen)
+                SY_CHECK(
+                    std::all_of(node_seen.begin(), node_seen.end(), [](int count) { return count == 1; }));
         }
     }
 }

@@ -35,6 +35,33 @@ namespace switchyard::device {
 // finished 25-50 us after it landed; decisions, 2026-12-02).
 constexpr int32_t kHierForwardRecords = 2;
 
+namespace hier_detail {
+
+// Items per batch of a stream.
+SY_HOST_DEVICE constexpr int32_t forward_parts(int32_t batch_records) {
+    return (batch_records + kHierForwardRecords - 1) / kHierForwardRecords;
+}
+
+// Where item `item` forwards: source node, batch and record range (empty: lo >= hi). Items run
+// batch-major (every node's parts of batch 0, then of batch 1, ...), the order the network
+// delivers the batches in.
+struct ForwardItem {
+    int32_t node, batch, lo, hi;
+};
+SY_HOST_DEVICE ForwardItem forward_item(int32_t item, int32_t num_nodes, int32_t parts, int32_t batch_records,
+                                        int32_t records_of_node) {
+    ForwardItem it;
+    const int32_t part = item % parts, rest = item / parts;
+    it.node = rest % num_nodes;
+    it.batch = rest / num_nodes;
+    it.lo = it.batch * batch_records + part * kHierForwardRecords;
+    it.hi =
+        int32_t(min64(min64(it.lo + kHierForwardRecords, (it.batch + 1) * batch_records), records_of_node));
+    return it;
+}
+
+}  // namespace hier_detail
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace hier_detail {
@@ -50,21 +77,6 @@ SY_DEVICE bool wait_stage(uint64_t* barrier, uint32_t& phase, const Diagnostics&
     if (!wait_stage_barrier(barrier, phase, diagnostics)) return false;
     phase ^= 1u;
     return true;
-}
-
-// Where item `item` forwards: source node, batch and record range (empty: lo >= hi).
-struct ForwardItem {
-    int32_t node, batch, lo, hi;
-};
-SY_DEVICE ForwardItem forward_item(int32_t item, int32_t num_nodes, int32_t parts, int32_t batch_records,
-                                   int32_t records_of_node) {
-    ForwardItem it;
-    const int32_t part = item % parts, rest = item / parts;
-    it.node = rest % num_nodes;
-    it.batch = rest / num_nodes;
-    it.lo = it.batch * batch_records + part * kHierForwardRecords;
-    it.hi = min(min(it.lo + kHierForwardRecords, (it.batch + 1) * batch_records), records_of_node);
-    return it;
 }
 
 // Forwards staged record `slot` of node `node`'s stream (`record`: it in net_recv; `stage`: its
@@ -159,7 +171,7 @@ SY_DEVICE bool forward_records(const HierDispatchArgs<Backend>& args, const Hier
     const int32_t records = lane < op.num_nodes ? args.forward_counts[lane] : 0;
     int32_t batches = hier_batches_of(records, op.batch_records);
     for (int offset = 16; offset >= 1; offset /= 2) batches = max(batches, __shfl_xor_sync(0xffffffffu, batches, offset));
-    const int32_t parts = (op.batch_records + kHierForwardRecords - 1) / kHierForwardRecords;
+    const int32_t parts = forward_parts(op.batch_records);
     const int32_t items = batches * op.num_nodes * parts;
     ClaimAhead claims{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextSendItem), 1ull};
     claims.issue();
