@@ -43,8 +43,8 @@ struct NetworkEngineStats {
     // them, the stretches it stood idle for want of a due batch (their count and summed time).
     uint64_t bursts = 0, burst_gaps = 0, burst_idle_ns = 0;
     // Ring lag: from a kernel posting a descriptor (its globaltimer) to the engine taking it (host
-    // clock). The clocks differ by an unknown offset, so the smallest lag seen counts as zero:
-    // sums and maximum above that minimum.
+    // clock). The clocks differ by an unknown offset, which the engine takes as the smallest lag of
+    // recent requests: sum and maximum above it.
     uint64_t ring_lag_samples = 0, ring_lag_ns = 0, ring_lag_max_ns = 0;
     // Stream lag: from an engine call to the GPU having run it (sampled every ~50 us, as seen by
     // the engine's polling). Calls handed over ahead of their words' time include the hold.

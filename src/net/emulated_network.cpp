@@ -456,21 +456,15 @@ int64_t EmulatedNetwork::pass(int64_t now_ns, bool& took) {
         const int taken = ring_->take(
             context, kMaxTakenPerPass, [&](uint64_t position, const device::NetDescriptor& request) {
                 device_clock_.sample(seen, request.posted_ns);
+                // The post on the engine's clock (DeviceClock; never after it was seen): the request
+                // is due from then, and the ring lag is the time from there to here.
+                int64_t posted = now_ns;
                 if (request.posted_ns != 0) {
-                    // Host clock minus the kernel's globaltimer: the lag plus an unknown, fixed offset.
-                    const int64_t raw = seen - int64_t(request.posted_ns);
-                    if (engine_.ring_lag_samples == 0) engine_.ring_lag_reference = raw;
-                    const int64_t lag = raw - engine_.ring_lag_reference;
+                    posted = std::min(seen, device_clock_.engine_ns(request.posted_ns, seen));
                     ++engine_.ring_lag_samples;
-                    engine_.ring_lag_sum += lag;
-                    engine_.ring_lag_min = std::min(engine_.ring_lag_min, lag);
-                    engine_.ring_lag_max = std::max(engine_.ring_lag_max, lag);
+                    engine_.ring_lag_sum += uint64_t(seen - posted);
+                    engine_.ring_lag_max = std::max(engine_.ring_lag_max, uint64_t(seen - posted));
                 }
-                // Due from its post (the ring lag is the engine's, not the network's).
-                const int64_t posted =
-                    request.posted_ns != 0
-                        ? std::min(seen, device_clock_.engine_ns(request.posted_ns, now_ns))
-                        : now_ns;
                 const std::string problem = scheduler_->accept(context, position, request, now_ns, posted);
                 if (!problem.empty()) report_refused(context, request, problem);
             });
@@ -514,11 +508,8 @@ void EmulatedNetwork::refresh_stats() {
     e.burst_gaps = s.burst_gaps;
     e.burst_idle_ns = uint64_t(s.burst_idle_ns);
     e.ring_lag_samples = engine_.ring_lag_samples;
-    if (engine_.ring_lag_samples > 0) {
-        e.ring_lag_ns =
-            uint64_t(engine_.ring_lag_sum - int64_t(engine_.ring_lag_samples) * engine_.ring_lag_min);
-        e.ring_lag_max_ns = uint64_t(engine_.ring_lag_max - engine_.ring_lag_min);
-    }
+    e.ring_lag_ns = engine_.ring_lag_sum;
+    e.ring_lag_max_ns = engine_.ring_lag_max;
     e.stream_lag_samples = timing.stream_lag_samples;
     e.stream_lag_ns = timing.stream_lag_ns;
     e.stream_lag_max_ns = timing.stream_lag_max_ns;

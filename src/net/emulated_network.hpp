@@ -122,9 +122,7 @@ class EmulatedNetwork final : public Network {
     struct EngineCounters {
         uint64_t passes = 0, requests = 0, full_takes = 0;
         uint64_t busy_ns = 0, waiting_ns = 0, idle_ns = 0;
-        uint64_t ring_lag_samples = 0;
-        int64_t ring_lag_reference = 0;  // the first raw lag: the others are kept relative to it
-        int64_t ring_lag_sum = 0, ring_lag_min = INT64_MAX, ring_lag_max = INT64_MIN;
+        uint64_t ring_lag_samples = 0, ring_lag_sum = 0, ring_lag_max = 0;  // above DeviceClock's offset
     };
     EngineCounters engine_;
     DeviceClock device_clock_;  // the GPU's clock, from the requests' stamps (engine thread)

@@ -38,7 +38,8 @@ constexpr int32_t kHierMaxNodes = 32;     // one lane per node in the senders' b
 // emulated network each costs the engine's host thread a call for its copy and one for its signal,
 // so batches are large: at the DeepSeek-V3 shape (4,096 tokens: 128 FP8 records, about 1 MB) a
 // batch takes the wire much longer than its calls take the host thread. Smaller batches would start
-// the wire a little earlier and shorten the tail (the last batch's forwarding, split over 16 warps).
+// the wire a little earlier (the last batch's forwarding is split over many warps already:
+// hier/dispatch_forward.cuh, kHierForwardRecords).
 constexpr int32_t kHierMaxBatches = 32;
 constexpr int32_t kHierContext = 0;       // the network context every hierarchical request uses
 // Network counters (on kHierContext) of the puts whose sources the next op of the kind rewrites:

@@ -71,7 +71,7 @@ struct NetDescriptor {
     int32_t peer_node;
     uint32_t signal_id;   // kNetNone: no signal
     uint32_t counter_id;  // kNetNone: no counter
-    uint64_t posted_ns;   // the kernel's globaltimer when it posted (the engine's ring-lag statistic only)
+    uint64_t posted_ns;   // the kernel's globaltimer when it posted (its due time, the GPU's clock)
     uint64_t tag;         // position + 1 once valid
 };
 static_assert(sizeof(NetDescriptor) == 64, "a ring slot is 64 bytes");
