@@ -42,7 +42,9 @@ const TracedOpMarks& traced_op_marks(TracedOp op) {
                                                                       "receive end",
                                                                       "first put",
                                                                       "first landed",
-                                                                      "last landed"};
+                                                                      "last landed",
+                                                                      "first staged",
+                                                                      "first run"};
     static const char* const kHtCombine[device::kHtCombineMarks] = {
         "start", "entered",   "senders done", "publisher done", "reduce done", "first reduce done",
         "end",   "first put", "first landed", "last landed"};

@@ -30,11 +30,14 @@ enum HtDispatchMark : int32_t {
     kHtDispatchFirstPut,     // first: a sender put the first batch of a stream to another node
     kHtDispatchFirstLanded,  // first: a forwarder had the first batch from another node
     kHtDispatchLastLanded,   // a forwarder had the last batch from another node
+    kHtDispatchFirstStaged,  // first: a sender had its first token staged (loaded, or quantized)
+    kHtDispatchFirstRun,     // first: a sender's first run of tokens was written and visible
     kHtDispatchMarks,
 };
 constexpr uint32_t kHtDispatchFirstMarks = (1u << kHtRoutingStart) | (1u << kHtDispatchStart) |
                                            (1u << kHtDispatchFirstSent) | (1u << kHtReceiveStart) |
-                                           (1u << kHtDispatchFirstPut) | (1u << kHtDispatchFirstLanded);
+                                           (1u << kHtDispatchFirstPut) | (1u << kHtDispatchFirstLanded) |
+                                           (1u << kHtDispatchFirstStaged) | (1u << kHtDispatchFirstRun);
 
 enum HtCombineMark : int32_t {
     kHtCombineStart = 0,     // first: the first block started

@@ -10,7 +10,7 @@
 
 namespace switchyard::device {
 
-constexpr int32_t kTraceMaxMarks = 19;  // marks of the longest op timeline (common/op_trace.cuh)
+constexpr int32_t kTraceMaxMarks = 21;  // marks of the longest op timeline (common/op_trace.cuh)
 
 // Local sequence counters (only the owning rank touches them).
 enum Counter : int32_t {

@@ -178,7 +178,7 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
     int token = tokens.begin();
     HierRoute route{};
     if (token >= 0) route = load_route<Shape>(args, op, token);
-    bool ok = true;
+    bool ok = true, ran = false;
     for (int index = 0; token >= 0; ++index) {
         const StageUse use = StageUse::of_token(index);  // the stage and its barrier's phase
         const int stage = use.stage;
@@ -191,6 +191,7 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
             ok = false;  // reported; this warp's runs never complete their batches
             break;
         }
+        if (index == 0 && lane == 0) trace_mark(args.ht.trace, kHtDispatchFirstStaged, true);
         bool run_ended = false;
         const int next = tokens.after(token, run_ended);
         if (kPrefetch && next >= 0) {
@@ -204,6 +205,8 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
         const HierRoute next_route = next >= 0 ? load_route<Shape>(args, op, next) : HierRoute{};
         write_forward_records<Shape>(args, op, token, route, staged, first, count);
         if (run_ended && !(ok = end_run(args, op, port, records, first, count))) break;
+        if (run_ended && !ran && lane == 0) trace_mark(args.ht.trace, kHtDispatchFirstRun, true);
+        ran = ran || run_ended;
         token = next;
         route = next_route;
     }
