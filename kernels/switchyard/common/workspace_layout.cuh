@@ -77,7 +77,10 @@ enum Counter : int32_t {
     // (what the next one waits for before it rewrites a source). Advanced by the last blocks.
     kCounterHierDispatchSourcePuts = kCounterLlNetForwardReady + 4,
     kCounterHierCombineSourcePuts = kCounterLlNetForwardReady + 5,
-    kNumCounters = kCounterHierCombineSourcePuts + 1,
+    // Hierarchical HT dispatch: the head tokens claimed so far by the running kernel's warps
+    // (hier/dispatch_send.cuh, head_runs; its last block resets it).
+    kCounterHierHeadItem = kCounterLlNetForwardReady + 6,
+    kNumCounters = kCounterHierHeadItem + 1,
 };
 
 // 64-bit words of the HT notify entry one source writes to each destination: {sequence,

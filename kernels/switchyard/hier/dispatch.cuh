@@ -7,9 +7,12 @@
 //  exchange_counts  block 0 first: counts to the rail peers, every source's notify entry at every
 //                   rank of this node, the receive summary, the forwarders' offsets
 //                   (hier/dispatch_counts.cuh);
-//  send_tokens      warps [0, kSendWarps) of each block: tokens into the per-node record streams,
-//                   batches sent whole as they complete (hier/dispatch_send.cuh);
-//  forward_records  the other warps: batches of records that arrived (from the network, or from
+//  send_tokens      every warp first, for the head (the tokens of the streams' first batches, one
+//                   token a claim), then warps [0, kSendWarps) of each block for the rest, in runs:
+//                   tokens into the per-node record streams, batches sent whole as they complete
+//                   (hier/dispatch_send.cuh);
+//  forward_records  the other warps, after the head: batches of records that arrived (from the network, or
+//  from
 //                   this rank's own senders) to their final rows at the ranks of this node
 //                   (hier/dispatch_forward.cuh);
 //  finish           the last block tells each rank of this node that this rank, as a forwarder, is
@@ -66,6 +69,7 @@ SY_DEVICE void finish_dispatch(const HierDispatchArgs<Backend>& args, const Hier
         if (node != op.node) source_puts += 1 + uint64_t(hier_batches_of(args.num_tokens_per_node[node], op.batch_records));
     }
     dispatch_sources().add(counters, source_puts);
+    counters[kCounterHierHeadItem] = 0;
     counters[kCounterHierDispatches] += 1;
     ht_detail::end_op(counters, op.sequence, kCounterHtLastDispatch);
 }
@@ -116,11 +120,21 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
         ok = hier_detail::exchange_counts<Backend, kMaskedLayout>(args, op, port, dispatch_index);
     const int warp = int(threadIdx.x / 32);
     uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
-    if (ok && warp < kSendWarps)
-        ok = hier_detail::send_tokens<Shape, Backend, kClaimTokens>(args, op, port, counters, stages,
-                                                                     stage_barriers[warp]);
-    else if (ok)
-        ok = hier_detail::forward_records<Shape>(args, op, port, counters, stages, stage_barriers[warp]);
+    // Every warp sends the head (the streams' first batches), the senders then the rest in runs,
+    // and the forwarders forward. `staged`: the tokens this warp staged so far (its stage barriers'
+    // phases where tokens are bulk-loaded).
+    int32_t staged = 0;
+    if (ok)
+        ok = hier_detail::send_tokens<Shape, Backend>(args, op, port, stages, stage_barriers[warp],
+                                                      hier_detail::head_runs(args, op, counters), staged);
+    if (ok && warp < kSendWarps) {
+        ok = hier_detail::send_tokens<Shape, Backend>(
+            args, op, port, stages, stage_barriers[warp],
+            hier_detail::body_runs<kClaimTokens>(args, op, counters), staged);
+        hier_detail::mark_sent(args.ht.trace);
+    } else if (ok)
+        ok = hier_detail::forward_records<Shape>(args, op, port, counters, stages, stage_barriers[warp],
+                                                 Shape::kQuantize ? 0 : staged);
 
     // finish: bulk writes ordered with generic ones first, then the last block signals this node.
     ptx::fence_proxy_async_global();

@@ -149,10 +149,13 @@ SY_DEVICE bool wait_for_batch(const HierDispatchArgs<Backend>& args, const HierO
     return __shfl_sync(0xffffffffu, arrived, 0) != 0;
 }
 
-// forward_records, for one forwarder warp with its two stages. False when a wait failed.
+// forward_records, for one forwarder warp with its two stages, whose barriers completed
+// `prior_loads` bulk loads before (alternating stages from stage 0: send_tokens). False when a wait
+// failed.
 template <typename Shape, class Backend>
-SY_DEVICE bool forward_records(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                               uint64_t* counters, uint8_t* stages, uint64_t* barriers) {
+SY_DEVICE bool forward_records(const HierDispatchArgs<Backend>& args, const HierOp& op,
+                               const NetPort<Backend>& port, uint64_t* counters, uint8_t* stages,
+                               uint64_t* barriers, int32_t prior_loads) {
     const HtCommon& c = args.ht.common;
     const HierLayout& h = c.layout.hier;
     const int lane = int(ptx::lane_id());
@@ -175,7 +178,7 @@ SY_DEVICE bool forward_records(const HierDispatchArgs<Backend>& args, const Hier
     const int32_t items = batches * op.num_nodes * parts;
     ClaimAhead claims{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextSendItem), 1ull};
     claims.issue();
-    uint32_t phases[2] = {0u, 0u};
+    uint32_t phases[2] = {uint32_t((prior_loads + 1) / 2) & 1u, uint32_t(prior_loads / 2) & 1u};
     for (;;) {
         const int32_t item = int32_t(claims.take(items));
         if (item >= items) {

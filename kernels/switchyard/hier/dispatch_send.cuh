@@ -1,13 +1,15 @@
 // Hierarchical HT dispatch, the sending role (hier/dispatch.cuh composes the roles):
 //
-//  send_tokens   each sender warp walks tokens in runs it claims in token order (every run is
-//                claimed, none assigned: a block held up, as block 0 is by the counts, holds no
-//                tokens back, so the first batches leave as soon as any sender has them); a
-//                token is staged once in shared memory (bulk load, or quantized by the warp: the
-//                direct path's stage_token) and written as a forward record into the stream of
-//                every node it goes to, at its stream slot (the routing kernel's token_node_slot):
-//                into net_send for other nodes, straight into this rank's own net_recv for its own
-//                node. Lanes write the metadata, lane 0 the payload and scales with a bulk store.
+//  send_tokens   a warp walks tokens in runs it claims in token order (every run is claimed, none
+//                assigned: a block held up, as block 0 is by the counts, holds no tokens back, so
+//                the first batches leave as soon as any warp has them): first the head, one token
+//                a claim, by every warp of the grid; then the rest, in runs of several tokens, by
+//                the sender warps. A token is staged once in shared memory (bulk load, or quantized
+//                by the warp: the direct path's stage_token) and written as a forward record into
+//                the stream of every node it goes to, at its stream slot (the routing kernel's
+//                token_node_slot): into net_send for other nodes, straight into this rank's own
+//                net_recv for its own node. Lanes write the metadata, lane 0 the payload and
+//                scales with a bulk store.
 //  end_run       after a run of consecutive tokens (their records are consecutive in each stream)
 //                lane m adds the run's records of node m's stream to their batches; the lane that
 //                completes a batch sends it whole (hier_common.cuh, add_to_stream).
@@ -135,15 +137,15 @@ SY_DEVICE bool end_run(const HierDispatchArgs<Backend>& args, const HierOp& op, 
     return __all_sync(0xffffffffu, ok);
 }
 
-// The runs of one sender warp: kClaimTokens consecutive tokens per claim, each claim issued one run
-// ahead (ClaimAhead). Warp-collective.
-template <int kClaimTokens>
+// The runs of one warp: tokens [start, num_tokens) in runs of `run` consecutive tokens, claimed
+// one run ahead (ClaimAhead) from a counter of claims. Warp-collective.
 struct SenderRuns {
-    int32_t num_tokens;
-    ClaimAhead claims;
-    int32_t end = 0;  // end of the current run
+    int32_t start, num_tokens, run;
+    ClaimAhead claims;  // of size 1: claim c covers tokens start + c * run, ...
+    int32_t end = 0;    // end of the current run
 
     SY_DEVICE int begin() {
+        if (start >= num_tokens) return -1;
         claims.issue();
         return next_run();
     }
@@ -155,45 +157,71 @@ struct SenderRuns {
 
   private:
     SY_DEVICE int next_run() {
-        const int64_t first = claims.take(num_tokens);
-        if (first >= num_tokens) return -1;
-        end = int32_t(min64(first + kClaimTokens, num_tokens));
+        const int64_t claims_total = (int64_t(num_tokens) - start + run - 1) / run;
+        const int64_t claim = claims.take(claims_total);
+        if (claim >= claims_total) return -1;
+        const int64_t first = start + claim * run;
+        end = int32_t(min64(first + run, num_tokens));
         return int(first);
     }
 };
 
-// send_tokens, for one sender warp with its two stages (`stages`, `barriers`). False when a request
-// failed.
-template <typename Shape, class Backend, int kClaimTokens>
-SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
-                           uint64_t* counters, uint8_t* stages, uint64_t* barriers) {
+// The head: the tokens of each stream's first kHierHeadBatches batches (about, at a stream per node
+// that most tokens go to), one token a claim, sent by every warp of the grid before the senders go on and the
+// forwarders start. A stream's first batch waits for its slowest run, and a run costs its tokens
+// plus a fixed part (its records made visible at system scope, its batches' adds): with runs of
+// kClaimTokens from the sender warps only, the first puts left ~33 us after the kernel's start.
+constexpr int32_t kHierHeadBatches = 4;
+
+template <class Backend>
+SY_DEVICE SenderRuns head_runs(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
+    const int32_t head =
+        int32_t(min64(int64_t(kHierHeadBatches) * op.batch_records, args.ht.common.num_tokens));
+    return SenderRuns{
+        0, head, 1, ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHierHeadItem), 1ull}};
+}
+
+// The rest, in runs of kClaimTokens, from the sender warps.
+template <int kClaimTokens, class Backend>
+SY_DEVICE SenderRuns body_runs(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
+    const int32_t tokens = args.ht.common.num_tokens;
+    const int32_t head = int32_t(min64(int64_t(kHierHeadBatches) * op.batch_records, tokens));
+    return SenderRuns{head, tokens, kClaimTokens,
+                      ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem), 1ull}};
+}
+
+// send_tokens, for one warp with its two stages (`stages`, `barriers`), over the tokens of `runs`;
+// `staged` counts the tokens the warp staged, in this call and before (the stages alternate, and
+// the barriers' phases follow from it). False when a request failed.
+template <typename Shape, class Backend>
+SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& op,
+                           const NetPort<Backend>& port, uint8_t* stages, uint64_t* barriers, SenderRuns runs,
+                           int32_t& staged) {
     constexpr bool kPrefetch = !Shape::kQuantize;
     const int64_t stage_bytes = Shape::record().meta_offset;
     const uint32_t lane = ptx::lane_id();
     const int32_t records = int(lane) < op.num_nodes ? args.num_tokens_per_node[lane] : 0;
-    SenderRuns<kClaimTokens> tokens{args.ht.common.num_tokens,
-                                    ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
-                                               (unsigned long long)kClaimTokens}};
     int32_t first = 0, count = 0;
-    int token = tokens.begin();
+    int token = runs.begin();
     HierRoute route{};
     if (token >= 0) route = load_route<Shape>(args, op, token);
     bool ok = true, ran = false;
-    for (int index = 0; token >= 0; ++index) {
-        const StageUse use = StageUse::of_token(index);  // the stage and its barrier's phase
+    for (bool first_token = true; token >= 0; first_token = false) {
+        const StageUse use = StageUse::of_token(staged++);  // the stage and its barrier's phase
         const int stage = use.stage;
-        if (!kPrefetch || index == 0) {
+        if (!kPrefetch || first_token) {
             if (lane == 0) ptx::bulk_wait_read<1>();  // the stores from this stage two tokens ago read it
             __syncwarp();
         }
-        uint8_t* staged = stages + int64_t(stage) * stage_bytes;
-        if (!ht_detail::stage_token<Shape>(args.ht, token, staged, &barriers[stage], use, kPrefetch && index != 0)) {
+        uint8_t* stage_at = stages + int64_t(stage) * stage_bytes;
+        if (!ht_detail::stage_token<Shape>(args.ht, token, stage_at, &barriers[stage], use,
+                                           kPrefetch && !first_token)) {
             ok = false;  // reported; this warp's runs never complete their batches
             break;
         }
-        if (index == 0 && lane == 0) trace_mark(args.ht.trace, kHtDispatchFirstStaged, true);
+        if (first_token && lane == 0) trace_mark(args.ht.trace, kHtDispatchFirstStaged, true);
         bool run_ended = false;
-        const int next = tokens.after(token, run_ended);
+        const int next = runs.after(token, run_ended);
         if (kPrefetch && next >= 0) {
             if (lane == 0) {
                 ptx::bulk_wait_read<0>();  // the next stage was last read by the previous token's stores
@@ -203,20 +231,24 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
             __syncwarp();
         }
         const HierRoute next_route = next >= 0 ? load_route<Shape>(args, op, next) : HierRoute{};
-        write_forward_records<Shape>(args, op, token, route, staged, first, count);
+        write_forward_records<Shape>(args, op, token, route, stage_at, first, count);
         if (run_ended && !(ok = end_run(args, op, port, records, first, count))) break;
         if (run_ended && !ran && lane == 0) trace_mark(args.ht.trace, kHtDispatchFirstRun, true);
         ran = ran || run_ended;
         token = next;
         route = next_route;
     }
-    if (lane == 0) {
-        ptx::bulk_wait<0>();
-        trace_mark(args.ht.trace, kHtDispatchSent);
-        trace_mark(args.ht.trace, kHtDispatchFirstSent, true);
-    }
+    if (lane == 0) ptx::bulk_wait<0>();
     __syncwarp();
     return ok;
+}
+
+// The senders' last marks, once their runs are done.
+SY_DEVICE void mark_sent(const OpTrace& trace) {
+    if (ptx::lane_id() == 0) {
+        trace_mark(trace, kHtDispatchSent);
+        trace_mark(trace, kHtDispatchFirstSent, true);
+    }
 }
 
 }  // namespace hier_detail
