@@ -166,27 +166,31 @@ struct SenderRuns {
     }
 };
 
-// The head: the tokens of each stream's first kHierHeadBatches batches (about, at a stream per node
-// that most tokens go to), one token a claim, sent by every warp of the grid before the senders go on and the
-// forwarders start. A stream's first batch waits for its slowest run, and a run costs its tokens
+// The head: the tokens of each stream's first kHierHeadBatches batches (about: most tokens go to
+// every node), one token a claim, sent by every warp of the grid before the senders go on in runs
+// and the forwarders start. A stream's batch waits for its slowest run, and a run costs its tokens
 // plus a fixed part (its records made visible at system scope, its batches' adds): with runs of
-// kClaimTokens from the sender warps only, the first puts left ~33 us after the kernel's start.
+// kClaimTokens from the sender warps only, the first puts left ~33 us after the kernel's start. A
+// head of two batches put them out ~15 us sooner but left the wire idle until the senders' first
+// runs filled the third; four keep it busy (docs/decisions.md).
 constexpr int32_t kHierHeadBatches = 4;
 
 template <class Backend>
+SY_DEVICE int32_t head_tokens(const HierDispatchArgs<Backend>& args, const HierOp& op) {
+    return int32_t(min64(int64_t(kHierHeadBatches) * op.batch_records, args.ht.common.num_tokens));
+}
+
+template <class Backend>
 SY_DEVICE SenderRuns head_runs(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
-    const int32_t head =
-        int32_t(min64(int64_t(kHierHeadBatches) * op.batch_records, args.ht.common.num_tokens));
     return SenderRuns{
-        0, head, 1, ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHierHeadItem), 1ull}};
+        0, head_tokens(args, op), 1,
+        ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHierHeadItem), 1ull}};
 }
 
 // The rest, in runs of kClaimTokens, from the sender warps.
 template <int kClaimTokens, class Backend>
 SY_DEVICE SenderRuns body_runs(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
-    const int32_t tokens = args.ht.common.num_tokens;
-    const int32_t head = int32_t(min64(int64_t(kHierHeadBatches) * op.batch_records, tokens));
-    return SenderRuns{head, tokens, kClaimTokens,
+    return SenderRuns{head_tokens(args, op), args.ht.common.num_tokens, kClaimTokens,
                       ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem), 1ull}};
 }
 
