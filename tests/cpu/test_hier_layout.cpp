@@ -1,8 +1,9 @@
 // The hierarchical HT path's layout and accounting on the CPU (kernels/switchyard/hier/hier_layout.cuh,
 // predict_ht_network_bytes): regions that do not overlap and fit the buffer, signal ids within the
 // range the network check leaves free, batches that cover every stream, forward records whose
-// payload and scales sit where the dispatch record's do (one stage serves both), forwarding items
-// that cover every record once, and the byte prediction on a routing counted by hand.
+// payload and scales sit where the dispatch record's do (one stage serves both), senders' claims and
+// forwarding items that cover every token and record once, and the byte prediction on a routing
+// counted by hand.
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "switchyard/common/buffer_layout.cuh"
 #include "switchyard/errors.hpp"
 #include "switchyard/hier/dispatch_forward.cuh"
+#include "switchyard/hier/dispatch_send.cuh"
 #include "switchyard/hier/hier_layout.cuh"
 #include "switchyard/network.hpp"
 
@@ -132,6 +134,35 @@ SY_TEST(HierLayout, ForwardItemsCoverEveryRecordOnceInBatchOrder) {
             for (const auto& node_seen : seen)
                 SY_CHECK(
                     std::all_of(node_seen.begin(), node_seen.end(), [](int count) { return count == 1; }));
+        }
+    }
+}
+
+// The senders' claims (hier/dispatch_send.cuh): the head, a token a claim, then the body in runs,
+// together every token exactly once and in token order, the head the first kHierHeadBatches
+// batches' worth of tokens (all of them when there are fewer).
+SY_TEST(HierLayout, SenderClaimsCoverEveryTokenOnceInOrder) {
+    using namespace hier_detail;
+    for (int nodes : {2, 4}) {
+        for (int tokens : {0, 1, 7, 48, 511, 640, 4096}) {
+            for (int run : {1, 3, 8}) {
+                const int B = hier_batch_records(4096, nodes);
+                const RunSchedule head = hier_head_schedule(B, tokens),
+                                  body = hier_body_schedule(B, tokens, run);
+                const int head_tokens = std::min(tokens, kHierHeadBatches * B);
+                SY_CHECK_EQ(head.num_tokens, head_tokens);
+                SY_CHECK_EQ(int(head.claims()), head.num_tokens);
+                int next = 0;
+                for (const RunSchedule& schedule : {head, body}) {
+                    for (int64_t claim = 0; claim < schedule.claims(); ++claim) {
+                        SY_CHECK_EQ(int(schedule.first(claim)), next);
+                        SY_CHECK(schedule.end(claim) > schedule.first(claim) &&
+                                 schedule.end(claim) - schedule.first(claim) <= schedule.run);
+                        next = int(schedule.end(claim));
+                    }
+                }
+                SY_CHECK_EQ(next, tokens);
+            }
         }
     }
 }

@@ -30,6 +30,41 @@
 
 namespace switchyard::device {
 
+namespace hier_detail {
+
+// The tokens [start, num_tokens) claimed `run` consecutive tokens a claim (the last claim shorter):
+// claim c covers [first(c), end(c)).
+struct RunSchedule {
+    int32_t start, num_tokens, run;
+    SY_HOST_DEVICE int64_t claims() const {
+        return num_tokens > start ? (int64_t(num_tokens) - start + run - 1) / run : 0;
+    }
+    SY_HOST_DEVICE int64_t first(int64_t claim) const { return start + claim * run; }
+    SY_HOST_DEVICE int64_t end(int64_t claim) const { return min64(first(claim) + run, num_tokens); }
+};
+
+// The head: the tokens of each stream's first kHierHeadBatches batches (about: most tokens go to
+// every node), one token a claim, sent by every warp of the grid before the senders go on in runs
+// of kClaimTokens (the body) and the forwarders start. A stream's batch waits for its slowest run,
+// and a run costs its tokens plus a fixed part (its records made visible at system scope, its
+// batches' adds): with runs of kClaimTokens from the sender warps only, the first puts left ~33 us
+// after the kernel's start. A head of two batches put them out ~15 us sooner but left the wire idle
+// until the senders' first runs filled the third; four keep it busy (docs/decisions.md).
+constexpr int32_t kHierHeadBatches = 4;
+
+SY_HOST_DEVICE constexpr int32_t hier_head_tokens(int32_t batch_records, int32_t num_tokens) {
+    return int32_t(min64(int64_t(kHierHeadBatches) * batch_records, num_tokens));
+}
+SY_HOST_DEVICE constexpr RunSchedule hier_head_schedule(int32_t batch_records, int32_t num_tokens) {
+    return RunSchedule{0, hier_head_tokens(batch_records, num_tokens), 1};
+}
+SY_HOST_DEVICE constexpr RunSchedule hier_body_schedule(int32_t batch_records, int32_t num_tokens,
+                                                        int32_t run) {
+    return RunSchedule{hier_head_tokens(batch_records, num_tokens), num_tokens, run};
+}
+
+}  // namespace hier_detail
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 namespace hier_detail {
@@ -137,15 +172,15 @@ SY_DEVICE bool end_run(const HierDispatchArgs<Backend>& args, const HierOp& op, 
     return __all_sync(0xffffffffu, ok);
 }
 
-// The runs of one warp: tokens [start, num_tokens) in runs of `run` consecutive tokens, claimed
-// one run ahead (ClaimAhead) from a counter of claims. Warp-collective.
+// The runs of one warp over a schedule, claimed one run ahead (ClaimAhead) from a counter of
+// claims. Warp-collective.
 struct SenderRuns {
-    int32_t start, num_tokens, run;
-    ClaimAhead claims;  // of size 1: claim c covers tokens start + c * run, ...
+    RunSchedule schedule;
+    ClaimAhead claims;  // of size 1: claims are counted, the schedule says their tokens
     int32_t end = 0;    // end of the current run
 
     SY_DEVICE int begin() {
-        if (start >= num_tokens) return -1;
+        if (schedule.claims() == 0) return -1;
         claims.issue();
         return next_run();
     }
@@ -157,40 +192,23 @@ struct SenderRuns {
 
   private:
     SY_DEVICE int next_run() {
-        const int64_t claims_total = (int64_t(num_tokens) - start + run - 1) / run;
-        const int64_t claim = claims.take(claims_total);
-        if (claim >= claims_total) return -1;
-        const int64_t first = start + claim * run;
-        end = int32_t(min64(first + run, num_tokens));
-        return int(first);
+        const int64_t claim = claims.take(schedule.claims());
+        if (claim >= schedule.claims()) return -1;
+        end = int32_t(schedule.end(claim));
+        return int(schedule.first(claim));
     }
 };
-
-// The head: the tokens of each stream's first kHierHeadBatches batches (about: most tokens go to
-// every node), one token a claim, sent by every warp of the grid before the senders go on in runs
-// and the forwarders start. A stream's batch waits for its slowest run, and a run costs its tokens
-// plus a fixed part (its records made visible at system scope, its batches' adds): with runs of
-// kClaimTokens from the sender warps only, the first puts left ~33 us after the kernel's start. A
-// head of two batches put them out ~15 us sooner but left the wire idle until the senders' first
-// runs filled the third; four keep it busy (docs/decisions.md).
-constexpr int32_t kHierHeadBatches = 4;
-
-template <class Backend>
-SY_DEVICE int32_t head_tokens(const HierDispatchArgs<Backend>& args, const HierOp& op) {
-    return int32_t(min64(int64_t(kHierHeadBatches) * op.batch_records, args.ht.common.num_tokens));
-}
 
 template <class Backend>
 SY_DEVICE SenderRuns head_runs(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
     return SenderRuns{
-        0, head_tokens(args, op), 1,
+        hier_head_schedule(op.batch_records, args.ht.common.num_tokens),
         ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHierHeadItem), 1ull}};
 }
 
-// The rest, in runs of kClaimTokens, from the sender warps.
 template <int kClaimTokens, class Backend>
 SY_DEVICE SenderRuns body_runs(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
-    return SenderRuns{head_tokens(args, op), args.ht.common.num_tokens, kClaimTokens,
+    return SenderRuns{hier_body_schedule(op.batch_records, args.ht.common.num_tokens, kClaimTokens),
                       ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem), 1ull}};
 }
 
