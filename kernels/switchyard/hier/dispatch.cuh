@@ -11,10 +11,9 @@
 //                   token a claim), then warps [0, kSendWarps) of each block for the rest, in runs:
 //                   tokens into the per-node record streams, batches sent whole as they complete
 //                   (hier/dispatch_send.cuh);
-//  forward_records  the other warps, after the head: batches of records that arrived (from the network, or
-//  from
-//                   this rank's own senders) to their final rows at the ranks of this node
-//                   (hier/dispatch_forward.cuh);
+//  forward_records  the other warps, after the head: batches of records that arrived (from the
+//                   network, or from this rank's own senders) to their final rows at the ranks of
+//                   this node (hier/dispatch_forward.cuh);
 //  finish           the last block tells each rank of this node that this rank, as a forwarder, is
 //                   done (the direct path's dispatch-done signal), books the batch signals it
 //                   consumed, records the puts' source tally (the next dispatch waits for the
