@@ -73,13 +73,10 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
 
     jit::LaunchConfig config;
     // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
-    // rank's budget; a block takes several chunks when there are more (routing_grid_blocks), and
-    // publishes up to routing_chunks_per_pass of them before it looks back.
+    // rank's budget; a block takes several chunks when there are more (routing_grid_blocks).
     config.grid[0] = unsigned(device::routing_grid_blocks(args.num_chunks, context.sm_budget));
-    args.chunks_per_pass = device::routing_chunks_per_pass(args.num_chunks, int32_t(config.grid[0]));
     config.block[0] = device::kLayoutThreads;
-    config.shared_bytes = unsigned(
-        device::layout_shared_bytes(args.num_experts, rank_columns, histogram, args.chunks_per_pass));
+    config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, rank_columns, histogram));
     config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));

@@ -5,24 +5,18 @@
 //
 // Slots are deterministic prefix sums in token order, so layouts are reproducible bit for bit.
 // One kernel over chunks of tokens (one thread per (token, k) entry of a chunk); a block takes
-// chunks blockIdx.x, + gridDim.x, ... in order, in passes of up to args.chunks_per_pass chunks
-// (where there are more chunks than resident blocks), and per pass:
-//   count      per chunk: ranks each entry within its warp (a match mask) and counts per warp,
-//              expert and rank; an exclusive prefix over the warps gives each entry's rank inside
-//              the chunk and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
-//   publish    per chunk, right after its count: writes its totals to a [chunks][E + R] scratch,
-//              each total in a 64-bit word tagged with this op's epoch (and a bit for a chunk with
-//              invalid ids): a reader that sees the tag has the total, so no fence or flag orders
-//              them (a flag raised after the totals would put fences, a block barrier and a round
-//              trip on every chunk's path);
-//   look back  per chunk, once the pass's chunks are all published: loads every earlier chunk's
-//              totals, waiting on each word until it carries this op's tag (a cooperative grid:
-//              every block is resident, and each publishes its pass's chunks before it waits for
-//              earlier ones, so the earliest unpublished chunk can always publish), and sums them:
-//              the chunk's starting offsets; then writes slots and positions.
-// Publishing a pass's chunks before any look back makes the grid meet once a pass rather than
-// once a chunk: 4,096 tokens at top-8 on 16 blocks (four ranks and the emulated network on one
-// H200) are one pass of two chunks a block, not two rounds of one.
+// chunks blockIdx.x, + gridDim.x, ... in order and, per chunk:
+//   count      ranks each entry within its warp (a match mask) and counts per warp, expert and
+//              rank; an exclusive prefix over the warps gives each entry's rank inside the chunk
+//              and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
+//   publish    writes the chunk's totals to a [chunks][E + R] scratch, each total in a 64-bit word
+//              tagged with this op's epoch (and a bit for a chunk with invalid ids): a reader that
+//              sees the tag has the total, so no fence or flag orders them (a flag raised after
+//              the totals would put fences, a block barrier and a round trip on every chunk's path);
+//   look back  loads every earlier chunk's totals, waiting on each word until it carries this
+//              op's tag (a cooperative grid: every block is resident, and each publishes a chunk
+//              before it waits for earlier ones, so the earliest unpublished chunk can always
+//              publish), and sums them: the chunk's starting offsets; then writes slots and positions.
 // The block of the last chunk writes the totals and advances the epoch once every block has
 // published (so every block has read the old epoch); for an HT dispatch it also sends the op's
 // counts notify to every peer right then (transport/counts_exchange.cuh), instead of the dispatch
@@ -64,7 +58,6 @@ struct RoutingArgs {
     uint64_t* epoch_word;    // this buffer's layout ops so far (zeroed at creation and by reset)
     int32_t num_chunks;
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
-    int32_t chunks_per_pass;   // routing_chunks_per_pass(num_chunks, gridDim.x)
     Diagnostics diagnostics;
     OpTrace trace;          // the HT dispatch's timeline (common/op_trace.cuh); null slots when off
     HtNotifyTarget notify;  // an HT dispatch's counts notify (peer_bases null: none)
@@ -121,29 +114,18 @@ SY_HOST_DEVICE int32_t routing_grid_blocks(int32_t num_chunks, int32_t max_block
     const int32_t rounds = (chunks + budget - 1) / budget;
     return (chunks + rounds - 1) / rounds;
 }
-// Chunks a block counts and publishes before it looks back: its chunks a grid of `blocks` gives it,
-// at most kRoutingMaxChunksAPass (each holds its totals and its entries' ranks in shared memory).
-constexpr int32_t kRoutingMaxChunksAPass = 4;
-SY_HOST_DEVICE int32_t routing_chunks_per_pass(int32_t num_chunks, int32_t blocks) {
-    const int32_t chunks = num_chunks > 1 ? num_chunks : 1, grid = blocks > 1 ? blocks : 1;
-    const int32_t rounds = (chunks + grid - 1) / grid;
-    return rounds < kRoutingMaxChunksAPass ? rounds : kRoutingMaxChunksAPass;
-}
 // Columns (experts + ranks) up to which the per-warp counts ([32][columns] ints) are used.
 constexpr int32_t kLayoutHistogramColumns = 640;
 constexpr int32_t kLayoutWarps = kLayoutThreads / 32;
-// Per entry of a chunk in a pass: its expert id, whether it leads its token's entries for its rank
-// (and node), and its ranks inside the chunk among its expert's, rank's and node's entries.
-constexpr int32_t kRoutingEntryWords = 5;
 
-// Dynamic shared memory: the starting offsets per column, a partial-sum area, (histogram) the
-// per-warp counts, and per chunk of a pass its totals per column and its entries' words.
+// Dynamic shared memory: the chunk's totals and starting offsets per column, per entry its expert
+// id, whether it leads its token's entries for that rank, a partial-sum area, and (histogram)
+// the per-warp counts.
 // `num_ranks` counts the node columns too where there are any (routing_columns).
-SY_HOST_DEVICE int64_t layout_shared_bytes(int32_t num_experts, int32_t num_ranks, bool histogram,
-                                           int32_t chunks_per_pass = 1) {
+SY_HOST_DEVICE int64_t layout_shared_bytes(int32_t num_experts, int32_t num_ranks, bool histogram) {
     const int64_t columns = align_up(int64_t(num_experts + num_ranks), 4);
-    return columns * 4 + int64_t(kLayoutThreads) * 4 + (histogram ? int64_t(kLayoutWarps) * columns * 4 : 0) +
-           int64_t(chunks_per_pass) * (columns * 4 + int64_t(kLayoutThreads) * kRoutingEntryWords * 4);
+    return 2 * columns * 4 + int64_t(kLayoutThreads) * (4 + 4 + 4) +
+           (histogram ? int64_t(kLayoutWarps) * columns * 4 : 0);
 }
 SY_HOST_DEVICE bool layout_uses_histogram(int32_t num_experts, int32_t num_ranks) {
     return num_experts + num_ranks <= kLayoutHistogramColumns;
@@ -331,39 +313,20 @@ SY_DEVICE bool sum_earlier_chunks(const RoutingArgs& args, int columns, int chun
 
 }  // namespace routing_detail
 
-// A chunk of the pass in shared memory: its totals per column and its entries' words.
-struct PassChunk {
-    int32_t* totals;  // [columns]
-    int32_t* ids;     // [kLayoutThreads] each, then leads, expert, rank and node positions
-    int32_t* leads;
-    int32_t* expert_pos;
-    int32_t* rank_slot;
-    int32_t* node_slot;
-};
-
 template <typename IndexT, bool kHistogram, bool kNodes = false>
 __global__ void __launch_bounds__(kLayoutThreads, 1)
     routing_kernel(const __grid_constant__ RoutingArgs args) {
     extern __shared__ __align__(16) int32_t shared[];
     const int columns = args.num_experts + args.num_ranks + (kNodes ? args.num_nodes : 0);
     const int64_t padded = align_up(int64_t(columns), 4);
-    int32_t* starts = shared;                         // [columns] entries of the earlier chunks
-    int32_t* partial = starts + padded;               // [kLayoutThreads]
+    int32_t* totals = shared;           // [columns] this chunk's entries per column
+    int32_t* starts = shared + padded;  // [columns] entries of the earlier chunks per column
+    int32_t* ids = starts + padded;
+    int32_t* leads = ids + kLayoutThreads;
+    int32_t* partial = leads + kLayoutThreads;
     int32_t* warp_counts = partial + kLayoutThreads;  // [32][columns] (kHistogram)
-    int32_t* pass_area = warp_counts + (kHistogram ? kLayoutWarps * padded : 0);
-    const auto pass_chunk = [&](int j) {
-        int32_t* base = pass_area + int64_t(j) * (padded + kLayoutThreads * kRoutingEntryWords);
-        int32_t* entries = base + padded;
-        return PassChunk{base,
-                         entries,
-                         entries + kLayoutThreads,
-                         entries + 2 * kLayoutThreads,
-                         entries + 3 * kLayoutThreads,
-                         entries + 4 * kLayoutThreads};
-    };
     const int experts_per_rank = args.num_experts / args.num_ranks;
     __shared__ uint64_t epoch;
-    __shared__ int chunk_invalid_bits;  // bit j: chunk j of the pass had invalid ids
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingStart, true);
@@ -373,122 +336,94 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
     uint64_t old_epoch = 0;
     if (threadIdx.x == 0) old_epoch = *reinterpret_cast<volatile uint64_t*>(args.epoch_word);
 
-    const int my_chunks = (args.num_chunks - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
-    for (int first = 0; first < my_chunks; first += args.chunks_per_pass) {
-        const int in_pass = min(args.chunks_per_pass, my_chunks - first);
-        // count and publish every chunk of the pass.
-        for (int j = 0; j < in_pass; ++j) {
-            const int chunk = int(blockIdx.x) + (first + j) * int(gridDim.x);
-            const PassChunk mine = pass_chunk(j);
-            const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
-            // Defaults for the chunk's tokens: in no rank.
-            const int tokens = entry.num_entries / max(args.topk, 1);
-            for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
-                const int64_t cell = int64_t(entry.first_token) * args.num_ranks + i;
-                args.token_rank_slot[cell] = -1;
-                if (args.token_in_rank) args.token_in_rank[cell] = 0;
-            }
-            if constexpr (kNodes)
-                for (int i = threadIdx.x; i < tokens * args.num_nodes; i += blockDim.x)
-                    args.token_node_slot[int64_t(entry.first_token) * args.num_nodes + i] = -1;
-            const bool chunk_invalid =
-                routing_detail::stage_entry<IndexT, kNodes>(args, entry, mine.ids, mine.leads);
-            __syncthreads();  // leads written; the defaults above precede the slots below (same block)
-            if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLoaded);
-            const int32_t id = mine.ids[threadIdx.x];
-            const int rank = id >= 0 ? id / experts_per_rank : -1;
-            const int node = kNodes && id >= 0 ? rank / args.ranks_per_node : -1;
-            int32_t expert_pos = -1, rank_slot = -1, node_slot = -1;
-            routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank,
-                                                    mine.leads[threadIdx.x], node, mine.totals, warp_counts,
-                                                    expert_pos, rank_slot, node_slot);
-            mine.expert_pos[threadIdx.x] = expert_pos;
-            mine.rank_slot[threadIdx.x] = rank_slot;
-            mine.node_slot[threadIdx.x] = node_slot;
-            if (threadIdx.x == 0) {
-                epoch = old_epoch + 1;
-                if (j == 0) chunk_invalid_bits = 0;
-                if (chunk_invalid) chunk_invalid_bits |= 1 << j;
-            }
-            __syncthreads();
-            // publish: the totals, tagged (no fence: a reader waits for the tag on each word).
-            for (int column = threadIdx.x; column < columns; column += blockDim.x)
-                ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
-                                    layout_total_word(epoch, mine.totals[column], chunk_invalid));
-            if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingPublished);
+    for (int chunk = blockIdx.x; chunk < args.num_chunks; chunk += gridDim.x) {
+        const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
+        // Defaults for the chunk's tokens: in no rank.
+        const int tokens = entry.num_entries / max(args.topk, 1);
+        for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
+            const int64_t cell = int64_t(entry.first_token) * args.num_ranks + i;
+            args.token_rank_slot[cell] = -1;
+            if (args.token_in_rank) args.token_in_rank[cell] = 0;
         }
+        if constexpr (kNodes)
+            for (int i = threadIdx.x; i < tokens * args.num_nodes; i += blockDim.x)
+                args.token_node_slot[int64_t(entry.first_token) * args.num_nodes + i] = -1;
+        const bool chunk_invalid = routing_detail::stage_entry<IndexT, kNodes>(args, entry, ids, leads);
+        __syncthreads();  // leads written; the defaults above precede the slots below (same block)
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLoaded);
+        const int32_t id = ids[threadIdx.x];
+        const int rank = id >= 0 ? id / experts_per_rank : -1;
+        const int node = kNodes && id >= 0 ? rank / args.ranks_per_node : -1;
+        const int32_t lead = leads[threadIdx.x];
+        int32_t expert_pos = -1, rank_slot = -1, node_slot = -1;
+        routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank, lead, node, totals,
+                                                warp_counts, expert_pos, rank_slot, node_slot);
+        if (threadIdx.x == 0) epoch = old_epoch + 1;
+        __syncthreads();
 
-        // look back and write, chunk by chunk: the pass's chunks are all published.
-        for (int j = 0; j < in_pass; ++j) {
-            const int chunk = int(blockIdx.x) + (first + j) * int(gridDim.x);
-            const PassChunk mine = pass_chunk(j);
-            const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
-            const bool chunk_invalid = (chunk_invalid_bits >> j) & 1;
-            // The notify's poison check and op sequence (below) are loaded now, beside the earlier
-            // chunks' totals. A chunk with invalid ids says so in its words (the look back sees
-            // it); the poison word covers a buffer poisoned before this op.
-            __shared__ int announce, poisoned;
-            __shared__ uint64_t notify_sequence;
-            const bool last_chunk = chunk == args.num_chunks - 1;
-            if (threadIdx.x == 0 && last_chunk) {
-                const bool notifies = args.notify.peer_bases != nullptr;
-                notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
-                announce = notifies;
-                poisoned = is_poisoned(args.diagnostics);
-            }
-            // look back: every earlier chunk's totals (their blocks are resident and publish first).
-            bool earlier_invalid = false;
-            const bool looked_back = routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts,
-                                                                        partial, earlier_invalid);
-            if (!__syncthreads_and(looked_back)) return;
-            const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
-            if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLookedBack);
-            const int32_t* totals = mine.totals;
-            if (last_chunk) {
-                for (int column = threadIdx.x; column < columns; column += blockDim.x) {
-                    const int32_t total = starts[column] + totals[column];
-                    if (column < args.num_experts)
-                        args.num_tokens_per_expert[column] = total;
-                    else if (column < args.num_experts + args.num_ranks)
-                        args.num_tokens_per_rank[column - args.num_experts] = total;
-                    else
-                        args.num_tokens_per_node[column - args.num_experts - args.num_ranks] = total;
-                }
-                // Every block has published a chunk, so every block has read the old epoch.
-                if (threadIdx.x == 0) *args.epoch_word = epoch;
-                if (announce) {  // invalid routing or a poisoned buffer announces its failure instead
-                    const uint32_t failure =
-                        any_invalid ? kPeerFailureInvalidRouting : (poisoned ? kPeerFailurePoisoned : 0u);
-                    ht_notify_peers(
-                        args.notify, notify_sequence,
-                        [&](int32_t rank) {
-                            return starts[args.num_experts + rank] + totals[args.num_experts + rank];
-                        },
-                        [&](int32_t expert) { return starts[expert] + totals[expert]; }, failure);
-                    if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
-                }
-            }
-            if (entry.in_chunk) {
-                const int32_t id = mine.ids[threadIdx.x];
-                const int32_t lead = mine.leads[threadIdx.x];
-                const int rank = id >= 0 ? id / experts_per_rank : -1;
-                if (args.token_expert_pos)
-                    args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] =
-                        id >= 0 ? starts[id] + mine.expert_pos[threadIdx.x] : -1;
-                if (id >= 0 && (lead & 1)) {
-                    const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
-                    args.token_rank_slot[cell] =
-                        starts[args.num_experts + rank] + mine.rank_slot[threadIdx.x];
-                    if (args.token_in_rank) args.token_in_rank[cell] = 1;
-                }
-                if (kNodes && id >= 0 && (lead & 2)) {
-                    const int node = rank / args.ranks_per_node;
-                    args.token_node_slot[int64_t(entry.token) * args.num_nodes + node] =
-                        starts[args.num_experts + args.num_ranks + node] + mine.node_slot[threadIdx.x];
-                }
-            }
-            __syncthreads();  // starts and partial are reused by the next look back
+        // publish: the totals, tagged (no fence: a reader waits for the tag on each word).
+        for (int column = threadIdx.x; column < columns; column += blockDim.x)
+            ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
+                                layout_total_word(epoch, totals[column], chunk_invalid));
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingPublished);
+
+        // The notify's poison check and op sequence (below) are loaded now, beside the earlier
+        // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
+        // the poison word covers a buffer poisoned before this op.
+        __shared__ int announce, poisoned;
+        __shared__ uint64_t notify_sequence;
+        const bool last_chunk = chunk == args.num_chunks - 1;
+        if (threadIdx.x == 0 && last_chunk) {
+            const bool notifies = args.notify.peer_bases != nullptr;
+            notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
+            announce = notifies;
+            poisoned = is_poisoned(args.diagnostics);
         }
+        // look back: every earlier chunk's totals (their blocks are resident and publish first).
+        bool earlier_invalid = false;
+        const bool looked_back =
+            routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
+        if (!__syncthreads_and(looked_back)) return;
+        const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
+        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLookedBack);
+        if (last_chunk) {
+            for (int column = threadIdx.x; column < columns; column += blockDim.x) {
+                const int32_t total = starts[column] + totals[column];
+                if (column < args.num_experts)
+                    args.num_tokens_per_expert[column] = total;
+                else if (column < args.num_experts + args.num_ranks)
+                    args.num_tokens_per_rank[column - args.num_experts] = total;
+                else
+                    args.num_tokens_per_node[column - args.num_experts - args.num_ranks] = total;
+            }
+            // Every block has published a chunk, so every block has read the old epoch.
+            if (threadIdx.x == 0) *args.epoch_word = epoch;
+            if (announce) {  // invalid routing or a poisoned buffer announces its failure instead
+                const uint32_t failure = any_invalid ? kPeerFailureInvalidRouting
+                                                     : (poisoned ? kPeerFailurePoisoned : 0u);
+                ht_notify_peers(
+                    args.notify, notify_sequence,
+                    [&](int32_t rank) {
+                        return starts[args.num_experts + rank] + totals[args.num_experts + rank];
+                    },
+                    [&](int32_t expert) { return starts[expert] + totals[expert]; }, failure);
+                if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
+            }
+        }
+        if (entry.in_chunk) {
+            if (args.token_expert_pos)
+                args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] =
+                    id >= 0 ? starts[id] + expert_pos : -1;
+            if (id >= 0 && (lead & 1)) {
+                const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
+                args.token_rank_slot[cell] = starts[args.num_experts + rank] + rank_slot;
+                if (args.token_in_rank) args.token_in_rank[cell] = 1;
+            }
+            if (kNodes && id >= 0 && (lead & 2))
+                args.token_node_slot[int64_t(entry.token) * args.num_nodes + node] =
+                    starts[args.num_experts + args.num_ranks + node] + node_slot;
+        }
+        __syncthreads();  // the shared arrays are reused by the next chunk
     }
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingEnd);
 }
