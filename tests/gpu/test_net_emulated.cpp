@@ -155,12 +155,6 @@ void print_run(int rank, const NetworkCheckResult& sender, const NetworkStats& s
     std::printf("    rank %d %s\n", rank, stats.engine.summary().c_str());
 }
 
-// Runs `check` on `shape` at `cap` GB/s; returns each rank's rate (its rail peer's bytes over the
-// time from that peer's first post to this rank's last signal), printing the rates, the posting
-// rates and the engines' statistics. A one-round run first loads the check's kernels and wakes the
-// engines, and the ranks meet before the measured run: a rank whose thread came late would
-// otherwise see its last signal late and count the delay as the network's (a 2 x 2 run measured
-// 0.33 of the cap for one rank so, on 2026-12-02).
 // The longest an engine's host thread was held off in a run (a copy call issued past its wire slot,
 // or a request taken from the ring late): more than a millisecond is the host descheduling that
 // thread (seen on the GPU machine's virtual CPUs: 4 to 14 ms once in a suite run, with every other
@@ -170,12 +164,35 @@ int64_t host_stall_ns(const NetworkEngineStats& engine) {
 }
 constexpr int64_t kHostStallNs = 1'000'000;
 
-struct BandwidthRun {
-    std::vector<double> rates;  // per rank
-    int64_t host_stall_ns = 0;  // the longest of any rank's engine
+// What a timed run measured, and the longest any rank's engine thread was held off in it.
+template <typename T>
+struct Measured {
+    T value;
+    int64_t host_stall_ns = 0;
 };
 
-BandwidthRun bandwidth_run(const Shape& shape, double cap, const NetworkCheck& check, const char* what) {
+// The value of the first run of `measure` whose engines the host did not hold off; a run it did is
+// measured again (at most twice more, each time said), so a descheduled thread is not taken for
+// the network's rate or latency while one that stays out of bounds still fails its check.
+template <class Measure>
+auto undisturbed(Measure measure) {
+    auto run = measure();
+    for (int again = 0; again < 2 && run.host_stall_ns > kHostStallNs; ++again) {
+        std::printf("  an engine thread was held off %.1f ms by the host: measured again\n",
+                    run.host_stall_ns / 1e6);
+        run = measure();
+    }
+    return run.value;
+}
+
+// Runs `check` on `shape` at `cap` GB/s; measures each rank's rate (its rail peer's bytes over the
+// time from that peer's first post to this rank's last signal), printing the rates, the posting
+// rates and the engines' statistics. A one-round run first loads the check's kernels and wakes the
+// engines, and the ranks meet before the measured run: a rank whose thread came late would
+// otherwise see its last signal late and count the delay as the network's (a 2 x 2 run measured
+// 0.33 of the cap for one rank so, on 2026-12-02).
+Measured<std::vector<double>> bandwidth_run(const Shape& shape, double cap, const NetworkCheck& check,
+                                            const char* what) {
     std::vector<NetworkCheckResult> results(size_t(shape.ranks()));
     std::vector<NetworkStats> stats(size_t(shape.ranks()));
     run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
@@ -192,7 +209,7 @@ BandwidthRun bandwidth_run(const Shape& shape, double cap, const NetworkCheck& c
         buffer.synchronize();
         stats[size_t(env.rank)] = buffer.network_stats();
     });
-    BandwidthRun run;
+    Measured<std::vector<double>> run;
     for (int rank = 0; rank < shape.ranks(); ++rank) {
         const int peer_rank = (rank + shape.per_node) % shape.ranks();  // 2 nodes: the rail peer
         const NetworkCheckResult& mine = results[size_t(rank)];
@@ -203,24 +220,10 @@ BandwidthRun bandwidth_run(const Shape& shape, double cap, const NetworkCheck& c
             "  %s %s, cap %.0f GB/s: rank %d received %.1f MB in %.3f ms: %.2f GB/s (%.3f of the cap)\n",
             shape.name().c_str(), what, cap, rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
         print_run(rank, mine, stats[size_t(rank)]);
-        run.rates.push_back(rate);
+        run.value.push_back(rate);
         run.host_stall_ns = std::max(run.host_stall_ns, host_stall_ns(stats[size_t(rank)].engine));
     }
     return run;
-}
-
-// The rates of a bandwidth run whose engines were not held off by the host; a run that was is
-// measured again (at most twice more, each time said), so a descheduled thread is not taken for
-// the network's rate while a rate that stays low still fails the check.
-std::vector<double> undisturbed_rates(const Shape& shape, double cap, const NetworkCheck& check,
-                                      const char* what) {
-    BandwidthRun run = bandwidth_run(shape, cap, check, what);
-    for (int again = 0; again < 2 && run.host_stall_ns > kHostStallNs; ++again) {
-        std::printf("  an engine thread was held off %.1f ms by the host: measured again\n",
-                    run.host_stall_ns / 1e6);
-        run = bandwidth_run(shape, cap, check, what);
-    }
-    return run.rates;
 }
 
 SY_TEST(NetEmulated, BandwidthCap) {
@@ -235,7 +238,8 @@ SY_TEST(NetEmulated, BandwidthCap) {
         check.num_contexts = 2;
         check.check_every_signal = false;
         check.rounds = int32_t(cap * 1e9 * 0.05 / double(check.puts_per_round * check.put_bytes));
-        for (double rate : undisturbed_rates(kShapes[0], cap, check, "64 KiB puts")) {
+        for (double rate :
+             undisturbed([&] { return bandwidth_run(kShapes[0], cap, check, "64 KiB puts"); })) {
             SY_CHECK(rate >= 0.9 * cap);
             SY_CHECK(rate <= 1.03 * cap);
         }
@@ -250,7 +254,7 @@ SY_TEST(NetEmulated, BandwidthCap) {
     single.check_every_signal = false;
     single.lane_parallel = false;
     single.rounds = 100;
-    for (double rate : bandwidth_run(kShapes[0], 46.0, single, "one posting thread").rates)
+    for (double rate : bandwidth_run(kShapes[0], 46.0, single, "one posting thread").value)
         SY_CHECK(rate <= 1.03 * 46.0);
 }
 
@@ -271,7 +275,7 @@ SY_TEST(NetEmulated, HtShapedBatchesReachTheCap) {
         // to ~0.1 ms with four ranks on one GPU) is then a small share of the time measured; over
         // two rounds a rank once measured 0.899 of the cap.
         check.rounds = 8;
-        for (double rate : undisturbed_rates(shape, 46.0, check, "0.9 MB batches")) {
+        for (double rate : undisturbed([&] { return bandwidth_run(shape, 46.0, check, "0.9 MB batches"); })) {
             SY_CHECK(rate >= 0.9 * 46.0);
             SY_CHECK(rate <= 1.03 * 46.0);
         }
@@ -288,7 +292,7 @@ SY_TEST(NetEmulated, HtShapedBatchesReachTheCap) {
     records.put_bytes = 7168;
     records.num_contexts = 4;
     records.rounds = 4;
-    for (double rate : bandwidth_run(kShapes[0], 46.0, records, "7 KiB records").rates)
+    for (double rate : bandwidth_run(kShapes[0], 46.0, records, "7 KiB records").value)
         SY_CHECK(rate <= 1.03 * 46.0);
 }
 
@@ -296,14 +300,8 @@ SY_TEST(NetEmulated, LatencyFloor) {
     require_gpus(1);
     for (double latency_us : {3.0, 25.0}) {
         for (uint64_t bytes : {uint64_t(0), uint64_t(4096)}) {
-            // A few round trips first wake the engines; a run whose engines the host held off is
-            // measured again (at most twice more, each time said), as in the bandwidth runs.
-            NetworkCheckResult node0;
-            int64_t stall = 0;
-            for (int attempt = 0; attempt < 3 && (attempt == 0 || stall > kHostStallNs); ++attempt) {
-                if (attempt > 0)
-                    std::printf("  an engine thread was held off %.1f ms by the host: measured again\n",
-                                stall / 1e6);
+            // A few round trips first wake the engines; a run the host held off is measured again.
+            const NetworkCheckResult node0 = undisturbed([&] {
                 std::vector<NetworkCheckResult> results(2);
                 std::vector<int64_t> stalls(2, 0);
                 run_ranks(2, 1, [&](RankEnv& env) {
@@ -325,9 +323,8 @@ SY_TEST(NetEmulated, LatencyFloor) {
                     // The maxima are cumulative: a new maximum is this run's.
                     stalls[size_t(env.rank)] = after > before ? after : 0;
                 });
-                node0 = results[0];
-                stall = std::max(stalls[0], stalls[1]);
-            }
+                return Measured<NetworkCheckResult>{results[0], std::max(stalls[0], stalls[1])};
+            });
             std::printf("  latency %.0f us, %s: round trips %.1f-%.1f us\n", latency_us,
                         bytes ? "4 KiB puts" : "bare signals", node0.round_trip_min_ns / 1e3,
                         node0.round_trip_max_ns / 1e3);
