@@ -128,12 +128,6 @@ SY_DEVICE void red_add_relaxed_sys(uint64_t* address, uint64_t value) {
     asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
-// Fire and forget: the thread does not wait for the old value (a load and a store would cost it a
-// round trip each time).
-SY_DEVICE void red_add_relaxed_gpu(uint64_t* address, uint64_t value) {
-    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
-}
-
 SY_DEVICE void red_add_release_gpu(uint32_t* address, uint32_t value) {
     asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
 }

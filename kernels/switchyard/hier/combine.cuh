@@ -101,8 +101,7 @@ SY_DEVICE void finish_combine(const HierCombineArgs<Backend>& args, const HierOp
         const int32_t batches = hier_batches_of(args.num_tokens_per_node[node], op.batch_records);
         for (int32_t batch = 0; batch < ws.hier_batches; ++batch) {
             *ws.hier_staged(c.local_base, 1, node, batch) = 0;
-            if (node != op.node && batch < batches)
-                ptx::red_add_relaxed_gpu(ws.hier_consumed(c.local_base, 2, node, batch), 1);
+            if (node != op.node && batch < batches) *ws.hier_consumed(c.local_base, 2, node, batch) += 1;
         }
         if (node != op.node)
             source_puts += uint64_t(hier_batches_of(args.forward_counts[node], op.batch_records)) +
