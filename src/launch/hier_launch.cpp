@@ -13,12 +13,7 @@ constexpr int kCombineSendGroups[] = {tuning::kHtCombineSendGroupSmallGrid, tuni
 
 std::vector<jit::KernelSource> catalog_of(bool gin, const CatalogShape& catalog) {
     std::vector<jit::KernelSource> sources;
-    const int payloads[][2] = {{device::kPayloadBf16, device::kScaleNone},
-                               {device::kPayloadBf16, device::kScaleFloat32},
-                               {device::kPayloadBf16, device::kScaleUe8m0},
-                               {device::kPayloadFp8, device::kScaleFloat32},
-                               {device::kPayloadFp8, device::kScaleUe8m0}};
-    for (const auto& [input_payload, scale_kind] : payloads)
+    for (const auto& [input_payload, scale_kind] : ht_dispatch_payloads())
         for (bool masked : {false, true})
             sources.push_back(hier_dispatch_source(
                 hier_dispatch_kernel_shape(gin, catalog.hidden, catalog.topk, input_payload, scale_kind, masked)));

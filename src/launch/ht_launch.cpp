@@ -48,13 +48,7 @@ void load_ht_kernels(int device, const HtDispatchPlan& plan) {
 
 std::vector<jit::KernelSource> ht_catalog(const CatalogShape& catalog) {
     std::vector<jit::KernelSource> sources;
-    // Dispatch: bf16 rows (passed through or quantized) and fp8 rows, per scale kind of the records.
-    const int payloads[][2] = {{device::kPayloadBf16, device::kScaleNone},
-                               {device::kPayloadBf16, device::kScaleFloat32},
-                               {device::kPayloadBf16, device::kScaleUe8m0},
-                               {device::kPayloadFp8, device::kScaleFloat32},
-                               {device::kPayloadFp8, device::kScaleUe8m0}};
-    for (const auto& [input_payload, scale_kind] : payloads)
+    for (const auto& [input_payload, scale_kind] : ht_dispatch_payloads())
         for (bool masked : {false, true})
             sources.push_back(ht_dispatch_source(
                 ht_dispatch_kernel_shape(catalog.hidden, catalog.topk, input_payload, scale_kind, masked)));

@@ -25,6 +25,15 @@ std::vector<jit::KernelSource> ll_catalog(const CatalogShape& shape);
 // compile with nvcc and are listed apart (launch/hier_launch.hpp, hier_gin_catalog).
 std::vector<jit::KernelSource> hier_catalog(const CatalogShape& shape);
 
+// The (input payload, record scale kind) pairs an HT dispatch is instantiated for, direct and
+// hierarchical alike: bf16 rows passed through or quantized to either scale kind, fp8 rows with
+// either scale kind.
+struct DispatchPayload {
+    int input_payload;
+    int scale_kind;
+};
+const std::vector<DispatchPayload>& ht_dispatch_payloads();
+
 // All of the above, in that order.
 std::vector<jit::KernelSource> kernel_catalog(const CatalogShape& shape = {});
 
