@@ -163,13 +163,6 @@ int64_t host_stall_ns(const NetworkEngineStats& engine) {
     return int64_t(std::max(engine.late_max_ns, engine.ring_lag_max_ns));
 }
 constexpr int64_t kHostStallNs = 1'000'000;
-// The longest hold-off of a run that started when the engine's maxima were `before` (they are
-// cumulative: a new maximum is the run's, so a warm-up's stall is not taken for the run's).
-int64_t run_stall_ns(int64_t before, const NetworkStats& after) {
-    const int64_t stall = host_stall_ns(after.engine);
-    return stall > before ? stall : 0;
-}
-
 // What a timed run measured, and the longest any rank's engine thread was held off in it.
 template <typename T>
 struct Measured {
@@ -191,50 +184,65 @@ auto undisturbed(Measure measure) {
     return run.value;
 }
 
-// Runs `check` on `shape` at `cap` GB/s; measures each rank's rate (its rail peer's bytes over the
-// time from that peer's first post to this rank's last signal), printing the rates, the posting
-// rates and the engines' statistics. A one-round run first loads the check's kernels and wakes the
-// engines, and the ranks meet before the measured run: a rank whose thread came late would
-// otherwise see its last signal late and count the delay as the network's (a 2 x 2 run measured
-// 0.33 of the cap for one rank so, on 2026-12-02).
+// One rank's timed check on `buffer`: `warm` first (it loads the check's kernels and wakes the
+// engines), the ranks meet, then `check`: a rank whose thread came late would otherwise see its last
+// signal late and count the delay as the network's (a 2 x 2 run measured 0.33 of the cap for one
+// rank so, on 2026-12-02). The ranks meet again once each has measured: no rank tears its buffer
+// down while another still measures (freeing and unmapping memory holds the driver for
+// milliseconds, and the engines still running issued their copies that late: a 2 x 2 run measured
+// 0.43 of the cap on its last rank so). `stall_ns` is the hold-off the measured run raised the
+// engine's maximum to (the maxima are cumulative: a warm-up's stall is not taken for the run's, and
+// one no longer than the warm-up's goes unseen), else 0.
+struct TimedCheck {
+    NetworkCheckResult warm, result;
+    NetworkStats stats;
+    int64_t stall_ns = 0;
+};
+TimedCheck timed_check(RankEnv& env, Buffer& buffer, const NetworkCheck& warm, const NetworkCheck& check) {
+    TimedCheck run;
+    run.warm = buffer.check_network(warm, env.stream);
+    buffer.synchronize();
+    env.host_barrier();
+    const int64_t before = host_stall_ns(buffer.network_stats().engine);
+    run.result = buffer.check_network(check, env.stream);
+    buffer.synchronize();
+    run.stats = buffer.network_stats();
+    const int64_t after = host_stall_ns(run.stats.engine);
+    run.stall_ns = after > before ? after : 0;
+    env.host_barrier();
+    return run;
+}
+
+// Runs `check` on `shape` at `cap` GB/s (timed_check, after a one-round warm-up); measures each
+// rank's rate (its rail peer's bytes over the time from that peer's first post to this rank's last
+// signal), printing the rates, the posting rates and the engines' statistics.
 Measured<std::vector<double>> bandwidth_run(const Shape& shape, double cap, const NetworkCheck& check,
                                             const char* what) {
-    std::vector<NetworkCheckResult> results(size_t(shape.ranks()));
-    std::vector<NetworkStats> stats(size_t(shape.ranks()));
-    std::vector<int64_t> stalls(size_t(shape.ranks()), 0);
+    std::vector<TimedCheck> runs(size_t(shape.ranks()));
     run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
         BufferConfig config = network_config(shape.nodes);
         config.network_bandwidth_gbps = cap;
         Buffer buffer(env.communicator, env.device, config);
         NetworkCheck warm = check;
         warm.rounds = 1;
-        check_clean(buffer.check_network(warm, env.stream), what);
-        buffer.synchronize();
-        env.host_barrier();
-        const int64_t before = host_stall_ns(buffer.network_stats().engine);
-        results[size_t(env.rank)] = buffer.check_network(check, env.stream);
-        check_clean(results[size_t(env.rank)], what);
-        buffer.synchronize();
-        stats[size_t(env.rank)] = buffer.network_stats();
-        stalls[size_t(env.rank)] = run_stall_ns(before, stats[size_t(env.rank)]);
-        // No rank tears its buffer down while another still measures: freeing and unmapping
-        // memory holds the driver for milliseconds, and the engines still running would issue
-        // their copies that late (a 2 x 2 run measured 0.43 of the cap on its last rank so).
-        env.host_barrier();
+        TimedCheck& run = runs[size_t(env.rank)];
+        run = timed_check(env, buffer, warm, check);
+        check_clean(run.warm, what);
+        check_clean(run.result, what);
     });
     Measured<std::vector<double>> run;
     for (int rank = 0; rank < shape.ranks(); ++rank) {
         const int peer_rank = (rank + shape.per_node) % shape.ranks();  // 2 nodes: the rail peer
-        const NetworkCheckResult& mine = results[size_t(rank)];
-        const NetworkCheckResult& peer = results[size_t(peer_rank)];
+        const NetworkCheckResult& mine = runs[size_t(rank)].result;
+        const NetworkCheckResult& peer = runs[size_t(peer_rank)].result;
         const double seconds = double(mine.receive_end_ns - peer.send_start_ns) / 1e9;
         const double rate = double(peer.bytes_sent) / seconds / 1e9;
         std::printf(
             "  %s %s, cap %.0f GB/s: rank %d received %.1f MB in %.3f ms: %.2f GB/s (%.3f of the cap)\n",
             shape.name().c_str(), what, cap, rank, peer.bytes_sent / 1e6, seconds * 1e3, rate, rate / cap);
-        print_run(rank, mine, stats[size_t(rank)]);
+        print_run(rank, mine, runs[size_t(rank)].stats);
         run.value.push_back(rate);
-        run.host_stall_ns = std::max(run.host_stall_ns, stalls[size_t(rank)]);
+        run.host_stall_ns = std::max(run.host_stall_ns, runs[size_t(rank)].stall_ns);
     }
     return run;
 }
@@ -315,8 +323,7 @@ SY_TEST(NetEmulated, LatencyFloor) {
         for (uint64_t bytes : {uint64_t(0), uint64_t(4096)}) {
             // A few round trips first wake the engines; a run the host held off is measured again.
             const NetworkCheckResult node0 = undisturbed([&] {
-                std::vector<NetworkCheckResult> results(2);
-                std::vector<int64_t> stalls(2, 0);
+                std::vector<TimedCheck> runs(2);
                 run_ranks(2, 1, [&](RankEnv& env) {
                     BufferConfig config = network_config(2);
                     config.network_latency_us = latency_us;
@@ -324,18 +331,13 @@ SY_TEST(NetEmulated, LatencyFloor) {
                     NetworkCheck check;
                     check.pattern = NetworkCheck::Pattern::kPingPong;
                     check.put_bytes = bytes;
-                    check.rounds = 8;
-                    buffer.check_network(check, env.stream);
-                    buffer.synchronize();
-                    env.host_barrier();
-                    const int64_t before = host_stall_ns(buffer.network_stats().engine);
+                    NetworkCheck warm = check;
+                    warm.rounds = 8;
                     check.rounds = 200;
-                    results[size_t(env.rank)] = buffer.check_network(check, env.stream);
-                    buffer.synchronize();
-                    stalls[size_t(env.rank)] = run_stall_ns(before, buffer.network_stats());
-                    env.host_barrier();  // both measured before either buffer goes (bandwidth_run)
+                    runs[size_t(env.rank)] = timed_check(env, buffer, warm, check);
                 });
-                return Measured<NetworkCheckResult>{results[0], std::max(stalls[0], stalls[1])};
+                return Measured<NetworkCheckResult>{runs[0].result,
+                                                    std::max(runs[0].stall_ns, runs[1].stall_ns)};
             });
             std::printf("  latency %.0f us, %s: round trips %.1f-%.1f us\n", latency_us,
                         bytes ? "4 KiB puts" : "bare signals", node0.round_trip_min_ns / 1e3,
