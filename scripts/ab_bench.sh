@@ -87,7 +87,7 @@ python3 - "$results" $modes <<'PY' | tee "$results/comparison.txt"
 import glob, json, os, statistics, sys
 
 results, modes = sys.argv[1], sys.argv[2:]
-EXTRAS = ("phase", "direction", "combine_reduction", "hook", "dispatch_dtype")
+EXTRAS = ("phase", "direction", "combine_reduction", "hook", "dispatch_dtype", "nodes")
 
 
 def key(record):
@@ -108,6 +108,8 @@ def label(k):
         text += " hook"
     if op == "combine" and extras[4]:
         text += f" after-{extras[4]}"
+    if extras[5] and extras[5] != "1":
+        text += f" nodes={extras[5]}"
     return text + (f" {variant}" if variant else "")
 
 

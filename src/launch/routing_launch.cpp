@@ -1,5 +1,5 @@
-// Launcher of the routing kernel (kernels/switchyard/routing/routing_kernel.cuh): one cooperative
-// grid over chunks of tokens, with the buffer's per-chunk scratch. Two callers: the HT dispatch
+// Launcher of the routing kernel (kernels/switchyard/routing/routing_kernel.cuh): a block per
+// chunk of tokens, with the buffer's per-chunk scratch. Two callers: the HT dispatch
 // (launch_ht_routing, which also sends the op's counts notify) and Buffer::get_dispatch_layout.
 #include <string>
 
@@ -68,16 +68,18 @@ void launch_routing(const LaunchContext& context, device::RoutingArgs args, bool
                               " (tokens, top-k or experts beyond the buffer's capacities)");
     args.chunk_totals = scratch.words;
     args.epoch_word = scratch.epoch();
+    args.chunk_tickets = scratch.tickets();
     const bool histogram = device::layout_uses_histogram(args.num_experts, rank_columns);
     const jit::Kernel& kernel = cached_routing(index_is_int64, histogram, nodes).get(context.device);
 
     jit::LaunchConfig config;
-    // Every block must be resident (a block waits for earlier chunks): at most one per SM of this
-    // rank's budget; a block takes several chunks when there are more (routing_grid_blocks).
-    config.grid[0] = unsigned(device::routing_grid_blocks(args.num_chunks, context.sm_budget));
+    // A block per chunk, even past this rank's share of a GPU that ranks share: blocks take their
+    // chunks in the order they start and wait only for chunks taken before, so blocks that do not
+    // fit yet start as others end. All four ranks of 4,096 tokens at top-8 (32 chunks a rank) fit
+    // an H200 at once; within a 29-SM share they took two rounds of ~6 us chunks.
+    config.grid[0] = unsigned(args.num_chunks);
     config.block[0] = device::kLayoutThreads;
     config.shared_bytes = unsigned(device::layout_shared_bytes(args.num_experts, rank_columns, histogram));
-    config.cooperative = true;
     config.stream = context.stream;
     jit::launch(kernel, config, &args, sizeof(args));
 }

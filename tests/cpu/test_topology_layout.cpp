@@ -141,23 +141,18 @@ SY_TEST(LayoutKernels, ChunksCoverTokensAndFitTheBuffersScratch) {
     }
 }
 
-// The routing grid: never more blocks than the budget (every block resident), every chunk taken,
-// and no block more chunks than the fewest rounds need; the same rounds on fewer SMs.
-SY_TEST(LayoutKernels, RoutingGridTakesTheFewestRoundsOnTheFewestBlocks) {
+// The routing scratch: the tagged totals, then the epoch word, then the chunk ticket counter, each
+// in words of its own that reset() zeroes with the rest (bytes() covers all three).
+SY_TEST(LayoutKernels, RoutingScratchHoldsTotalsEpochAndTickets) {
     using namespace switchyard::device;
-    // 4,096 tokens at top-8 with four ranks and the emulated network on an H200 (a budget of 29):
-    SY_CHECK(routing_grid_blocks(32, 29) == 16);
-    SY_CHECK(routing_grid_blocks(32, 33) == 32);
-    SY_CHECK(routing_grid_blocks(32, 16) == 16);
-    SY_CHECK(routing_grid_blocks(1, 0) == 1);
-    for (int32_t chunks = 1; chunks <= 80; ++chunks)
-        for (int32_t budget = 1; budget <= 40; ++budget) {
-            const int32_t blocks = routing_grid_blocks(chunks, budget);
-            const int32_t fewest_rounds = (chunks + budget - 1) / budget;
-            SY_CHECK(blocks >= 1 && blocks <= budget && blocks <= chunks);
-            SY_CHECK((chunks + blocks - 1) / blocks == fewest_rounds);
-            SY_CHECK(blocks == 1 || (chunks + blocks - 2) / (blocks - 1) > fewest_rounds);
-        }
+    std::vector<uint64_t> words(64 + 2, 0);
+    RoutingScratch scratch;
+    scratch.words = words.data();
+    scratch.total_words = 64;
+    scratch.max_chunks = 4;
+    SY_CHECK(scratch.epoch() == words.data() + 64);
+    SY_CHECK(reinterpret_cast<uint64_t*>(scratch.tickets()) == words.data() + 65);
+    SY_CHECK(scratch.bytes() == words.size() * sizeof(uint64_t));
 }
 
 // The layout kernel's shared memory: with per-warp counts (up to kLayoutHistogramColumns columns)

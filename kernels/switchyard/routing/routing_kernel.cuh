@@ -4,8 +4,9 @@
 // rank sends to each node, and the tokens per node.
 //
 // Slots are deterministic prefix sums in token order, so layouts are reproducible bit for bit.
-// One kernel over chunks of tokens (one thread per (token, k) entry of a chunk); a block takes
-// chunks blockIdx.x, + gridDim.x, ... in order and, per chunk:
+// One kernel over chunks of tokens (one thread per (token, k) entry of a chunk), a block per chunk.
+// A block takes its chunk as a ticket from a counter when it starts, so chunks go in the order the
+// blocks became resident, and per chunk:
 //   count      ranks each entry within its warp (a match mask) and counts per warp, expert and
 //              rank; an exclusive prefix over the warps gives each entry's rank inside the chunk
 //              and the chunk's totals; ids outside [-1, E) are reported as invalid routing;
@@ -14,9 +15,12 @@
 //              sees the tag has the total, so no fence or flag orders them (a flag raised after
 //              the totals would put fences, a block barrier and a round trip on every chunk's path);
 //   look back  loads every earlier chunk's totals, waiting on each word until it carries this
-//              op's tag (a cooperative grid: every block is resident, and each publishes a chunk
-//              before it waits for earlier ones, so the earliest unpublished chunk can always
-//              publish), and sums them: the chunk's starting offsets; then writes slots and positions.
+//              op's tag, and sums them: the chunk's starting offsets; then writes slots and positions.
+// Every earlier chunk was taken by a block already running, which publishes before it waits for
+// chunks earlier still, so the earliest unpublished chunk can always publish: the grid needs no
+// block resident beyond its own, and it may be larger than the rank's share of a GPU that ranks
+// share (blocks past what fits start as others end, waiting for nothing outside the grid). Taking
+// chunks by blockIdx instead would rely on blocks starting in index order.
 // The block of the last chunk writes the totals and advances the epoch once every block has
 // published (so every block has read the old epoch); for an HT dispatch it also sends the op's
 // counts notify to every peer right then (transport/counts_exchange.cuh), instead of the dispatch
@@ -56,6 +60,7 @@ struct RoutingArgs {
     float* weights_copy;     // [T, K] contiguous
     uint64_t* chunk_totals;  // scratch [num_chunks][E + R] tagged words (layout_total_word)
     uint64_t* epoch_word;    // this buffer's layout ops so far (zeroed at creation and by reset)
+    uint32_t* chunk_tickets;  // the next chunk to take; 0 between ops (RoutingScratch::tickets)
     int32_t num_chunks;
     int32_t tokens_per_chunk;  // layout_tokens_per_chunk(topk)
     Diagnostics diagnostics;
@@ -71,14 +76,16 @@ struct RoutingArgs {
 constexpr int kLayoutThreads = 1024;
 
 // A buffer's scratch for the routing kernel, sized at creation for its largest op: the chunks'
-// tagged totals, then the epoch word. Zeroed at creation and by reset() (a routing kernel cut short
-// may have left totals tagged with an epoch the epoch word never reached).
+// tagged totals, then the epoch word, then the chunk ticket counter (zero between ops: the block
+// that takes the last ticket sets it back). Zeroed at creation and by reset() (a routing kernel cut
+// short may have left totals tagged with an epoch the epoch word never reached).
 struct RoutingScratch {
-    uint64_t* words = nullptr;  // [total_words] tagged totals, then the epoch word
+    uint64_t* words = nullptr;  // [total_words] tagged totals, then the epoch word and the tickets
     int64_t total_words = 0;    // max_chunks * (max_experts + R)
     int32_t max_chunks = 0;
     SY_HOST_DEVICE uint64_t* epoch() const { return words + total_words; }
-    SY_HOST_DEVICE size_t bytes() const { return sizeof(uint64_t) * (size_t(total_words) + 1); }
+    SY_HOST_DEVICE uint32_t* tickets() const { return reinterpret_cast<uint32_t*>(words + total_words + 1); }
+    SY_HOST_DEVICE size_t bytes() const { return sizeof(uint64_t) * (size_t(total_words) + 2); }
 };
 
 // A chunk's total in the scratch: the op's epoch (low 32 bits) in the high half, then a bit for a
@@ -101,18 +108,6 @@ SY_HOST_DEVICE int32_t layout_tokens_per_chunk(int32_t topk) {
 SY_HOST_DEVICE int32_t layout_num_chunks(int32_t num_tokens, int32_t topk) {
     const int32_t per_chunk = layout_tokens_per_chunk(topk);
     return num_tokens > 0 ? (num_tokens + per_chunk - 1) / per_chunk : 1;
-}
-// Blocks of the routing grid for `num_chunks` chunks where at most `max_blocks` may be resident (the
-// rank's SM budget). A block takes chunks blockIdx.x, + gridDim.x, ..., one after another, so the
-// routing lasts as many chunks' time as its busiest block takes; the grid is the smallest one with
-// that many rounds. With one round that is a block per chunk; with more it leaves SMs to the ranks
-// sharing the GPU at no cost in time (32 chunks on a budget of 29: 16 blocks of two chunks, not 29
-// blocks of which 3 take two).
-SY_HOST_DEVICE int32_t routing_grid_blocks(int32_t num_chunks, int32_t max_blocks) {
-    const int32_t budget = max_blocks > 1 ? max_blocks : 1;
-    const int32_t chunks = num_chunks > 1 ? num_chunks : 1;
-    const int32_t rounds = (chunks + budget - 1) / budget;
-    return (chunks + rounds - 1) / rounds;
 }
 // Columns (experts + ranks) up to which the per-warp counts ([32][columns] ints) are used.
 constexpr int32_t kLayoutHistogramColumns = 640;
@@ -164,8 +159,13 @@ SY_DEVICE bool stage_entry(const RoutingArgs& args, const LayoutEntry& entry, in
     int32_t id = -1;
     bool invalid = false;
     if (entry.in_chunk) {
+        // Both loads before any store: a store to the copies could alias the weights for all the
+        // compiler knows, and would hold the weight's load (a round trip) behind it.
         const int64_t raw = int64_t(
             static_cast<const IndexT*>(args.topk_idx)[int64_t(entry.token) * args.topk_row_stride + entry.k]);
+        const float weight = args.weights_copy
+                                 ? args.topk_weights[int64_t(entry.token) * args.weights_row_stride + entry.k]
+                                 : 0.f;
         invalid = raw < -1 || raw >= args.num_experts;
         if (invalid)
             report_error(args.diagnostics, kErrorInvalidRouting, kPhaseLayout, -1, uint64_t(args.num_experts),
@@ -174,9 +174,7 @@ SY_DEVICE bool stage_entry(const RoutingArgs& args, const LayoutEntry& entry, in
             id = int32_t(raw);
         const int64_t flat = int64_t(entry.token) * args.topk + entry.k;
         if (args.topk_copy) args.topk_copy[flat] = id;
-        if (args.weights_copy)
-            args.weights_copy[flat] =
-                args.topk_weights[int64_t(entry.token) * args.weights_row_stride + entry.k];
+        if (args.weights_copy) args.weights_copy[flat] = weight;
     }
     ids[threadIdx.x] = id;
     const bool chunk_invalid = __syncthreads_or(invalid) != 0;
@@ -330,13 +328,20 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
     // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
     ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingStart, true);
-    // Thread 0 reads the epoch now, before this block publishes (the epoch cannot advance until
-    // every block has), but waits for the load only at its first publish: a barrier here would put
-    // the load's round trip before the routing's own loads.
+    // Thread 0 takes the block's chunk and reads the epoch (it cannot advance before every block
+    // has published), both round trips at once; the epoch is waited for only at the publish.
+    __shared__ int32_t ticket;
     uint64_t old_epoch = 0;
-    if (threadIdx.x == 0) old_epoch = *reinterpret_cast<volatile uint64_t*>(args.epoch_word);
-
-    for (int chunk = blockIdx.x; chunk < args.num_chunks; chunk += gridDim.x) {
+    if (threadIdx.x == 0) {
+        const uint32_t taken = atomicAdd(args.chunk_tickets, 1u);
+        old_epoch = *reinterpret_cast<volatile uint64_t*>(args.epoch_word);
+        // Every other block has its ticket: the counter goes back to zero for the next op.
+        if (taken == uint32_t(args.num_chunks - 1)) ptx::st_relaxed_gpu(args.chunk_tickets, 0u);
+        ticket = int32_t(taken);
+    }
+    __syncthreads();
+    {
+        const int chunk = ticket;
         const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
         // Defaults for the chunk's tokens: in no rank.
         const int tokens = entry.num_entries / max(args.topk, 1);
@@ -379,7 +384,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
             announce = notifies;
             poisoned = is_poisoned(args.diagnostics);
         }
-        // look back: every earlier chunk's totals (their blocks are resident and publish first).
+        // look back: every earlier chunk's totals (their blocks are running and publish first).
         bool earlier_invalid = false;
         const bool looked_back =
             routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
@@ -423,7 +428,6 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
                 args.token_node_slot[int64_t(entry.token) * args.num_nodes + node] =
                     starts[args.num_experts + args.num_ranks + node] + node_slot;
         }
-        __syncthreads();  // the shared arrays are reused by the next chunk
     }
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingEnd);
 }
