@@ -52,7 +52,10 @@ void launch_ht_receive(const LaunchContext& context, const HtDispatchPlan& plan,
     config.grid[0] = unsigned(std::max(1, context.sm_budget) * tuning::kHtReceiveBlocksPerSm);
     config.block[0] = unsigned(kThreads);
     config.stream = context.stream;
-    config.programmatic_dependent_launch = context.chain_kernels;  // after the dispatch kernel
+    // Chained after the dispatch kernel: its waiting blocks become resident as the dispatch's
+    // blocks exit (or, on a GPU the rank has alone, as the dispatch starts), so the launch's own
+    // delay overlaps the dispatch's end; it waits for the dispatch's results at its start.
+    config.programmatic_dependent_launch = true;
     jit::launch(kernel, config, &args, sizeof(args));
 }
 

@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const uint64_t sequence = counters[kCounterHt] + 1;
     const uint64_t dispatch_index = counters[kCounterHierDispatches];
     ptx::grid_dependency_wait();  // the routing kernel's results (programmatic dependent launch)
-    ptx::launch_dependents();
+    if (args.ht.receive_scheduled_early) ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchRoutingDone);  // the last block got here
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     ht_detail::init_stage_barriers<kWarps>(stage_barriers);

@@ -79,10 +79,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // after it).
     const uint64_t sequence = counters[kCounterHt] + 1;
     // With programmatic dependent launch this grid is resident before the routing kernel ends:
-    // wait for it before reading anything it wrote (the routing, the poison word); then let the
-    // receive kernel be scheduled, to wait in turn at its start.
+    // wait for it before reading anything it wrote (the routing, the poison word); then, on a GPU
+    // of its own, let the receive kernel be scheduled, to wait in turn at its start.
     ptx::grid_dependency_wait();
-    ptx::launch_dependents();
+    if (args.receive_scheduled_early) ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchRoutingDone);
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     ht_detail::init_stage_barriers<kWarps>(stage_barriers);
