@@ -206,6 +206,7 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
             SY_CUDA_CHECK(cudaStreamSynchronize(stream));
             rank.host_barrier();
             if (iter >= run.warmup) state.gate->close(stream);
+            state.buffer->barrier(stream);  // the ranks start together (rail peers, then the node)
             state.timer->start(stream);
             if (op == 0)
                 result = state.buffer->dispatch(args, stream);

@@ -5,8 +5,11 @@
 // busiest rank's network bytes / median time), `fraction_of_network_cap`, the bytes the network
 // carried against the prediction from the routing, and NVLink GB/s of the rows moved inside a node.
 //
-// The GPU barrier cannot span nodes: ranks meet at a host rendezvous after enqueuing and open their
-// stream gates together. An op's time is the slowest rank's.
+// Every timed op starts after a host rendezvous and the GPU barrier across nodes (each rank meets
+// its rail peers over the network, then its node), as the one-node benches start after theirs: the
+// ranks' streams leave their gates microseconds to tens of microseconds apart, and an op's time is
+// the slowest rank's. The barrier's own release differs between ranks by the network's delivery
+// times of its signals.
 #pragma once
 
 #include <vector>

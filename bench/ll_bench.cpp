@@ -128,19 +128,8 @@ ModeResult measure(const LlOptions& options, int ranks, int gpus, const Mode& mo
         combine.y = TensorView::contiguous(d_y, DType::kBFloat16, {L, rows, options.hidden}, dev);
         combine.topk_idx = dispatch.topk_idx;
         combine.return_recv_hook = mode.hook;
-        // Across nodes the GPU barrier cannot span the nodes: a dispatch of no tokens aligns the
-        // ranks instead (every rank waits for every source's arrival of it).
-        LowLatencyDispatchArgs align = dispatch;
-        align.x = TensorView::contiguous(d_x, DType::kBFloat16, {0, options.hidden}, dev);
-        align.topk_idx = TensorView::contiguous(d_idx, DType::kInt64, {0, options.topk}, dev);
-        align.topk_weights = TensorView();
-        align.return_recv_hook = false;
-        auto align_ranks = [&] {
-            if (options.nodes > 1)
-                buffer.ll_dispatch(align, stream);
-            else
-                buffer.barrier(stream);
-        };
+        // The GPU barrier aligns the ranks (across nodes: rail peers over the network, then the node).
+        auto align_ranks = [&] { buffer.barrier(stream); };
         if (mode.hierarchical) {
             dispatch.topk_weights = weights_view;
             combine.hierarchical = true;

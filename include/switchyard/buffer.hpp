@@ -99,6 +99,8 @@ class Buffer {
     int sm_budget() const;
 
     // Cross-rank barrier on the GPU: returns at once; `stream` continues after every rank arrived.
+    // Across nodes each rank meets its rail peers over the network, then its node over NVLink. A rank
+    // that never arrives is a TimeoutError naming it (phase "barrier"); graph-capturable.
     void barrier(cudaStream_t stream);
 
     // Dispatch layout of `topk_idx` ([T, K] int32/int64 in this GPU's memory: host memory is an

@@ -268,7 +268,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     if (impl.topology.ranks_on_my_gpu > 1) {
         // Co-located ranks: load the fixed kernels now, not at a first use while a peer's kernel
         // may be waiting for this rank (launch_context.hpp, "Preloading").
-        launch::preload_barrier(device);
+        launch::preload_barrier(device, impl.topology.num_nodes > 1);
         launch::preload_routing(device);
         if (impl.topology.num_nodes > 1) launch::preload_routing(device, true);  // the HT dispatch's
     }
@@ -348,13 +348,6 @@ size_t Buffer::data_offset() const {
 }
 
 void Buffer::barrier(cudaStream_t stream) {
-    // The barrier kernel signals every rank through the peer table, which holds this node only.
-    if (impl_->topology.num_nodes > 1)
-        throw UnsupportedError(
-            "switchyard: Buffer::barrier reaches the ranks of one node over NVLink; this buffer "
-            "spans " +
-            std::to_string(impl_->topology.num_nodes) +
-            " nodes (use the communicator's barrier on the host)");
     impl_->run_ordered(stream, OpOrder{}, [&] { launch::launch_barrier(impl_->context(stream)); });
 }
 

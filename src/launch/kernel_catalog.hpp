@@ -17,7 +17,10 @@ struct CatalogShape {
     int topk = 8;
 };
 
+// The one-node barrier and the barrier across nodes on the emulated network; the latter's GIN
+// instantiation compiles with nvcc and is listed apart (barrier_gin_catalog).
 std::vector<jit::KernelSource> barrier_catalog();
+std::vector<jit::KernelSource> barrier_gin_catalog();
 std::vector<jit::KernelSource> routing_catalog();
 std::vector<jit::KernelSource> ht_catalog(const CatalogShape& shape);
 std::vector<jit::KernelSource> ll_catalog(const CatalogShape& shape);

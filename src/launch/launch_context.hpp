@@ -45,7 +45,8 @@ struct LaunchContext {
     bool ht_mask_unresponsive = false;
 };
 
-// Cross-rank barrier kernel (one block).
+// Cross-rank barrier kernel (one block): over NVLink on one node; across nodes, the rail peers
+// over the network first, then the node.
 void launch_barrier(const LaunchContext& context);
 
 // Preloading. Loading a kernel module waits for the work queued on the device; with several ranks
@@ -54,7 +55,8 @@ void launch_barrier(const LaunchContext& context);
 // therefore loads its fixed kernels when it is created (preload_barrier, preload_routing); the HT
 // and LL kernels, whose templates depend on the op's shape, are loaded by Buffer::ht_load_kernels
 // and Buffer::ll_load_kernels.
-void preload_barrier(int device);
+// `nodes`: the buffer spans emulated nodes, whose barrier kernel meets the rail peers first.
+void preload_barrier(int device, bool nodes = false);
 // Every routing kernel (both index types, with or without histogram); `nodes`: those with the node
 // columns of a buffer spanning nodes instead.
 void preload_routing(int device, bool nodes = false);

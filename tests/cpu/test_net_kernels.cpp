@@ -1,8 +1,8 @@
 // The network's device code compiles for both backends: the network check kernel family
-// (transport/net_check.cuh) and the engine's copy kernel (transport/net_copy.cuh) for the emulated
-// network through NVRTC, and for NCCL GIN, with the
-// library's GIN set-up kernels, through the nvcc path against the NCCL headers the library was
-// built with (skipped, saying why, where nvcc or those headers are missing). No spills.
+// (transport/net_check.cuh), the barrier across nodes (transport/net_barrier.cuh) and the engine's
+// copy kernel (transport/net_copy.cuh) for the emulated network through NVRTC, and for NCCL GIN,
+// with the library's GIN set-up kernels, through the nvcc path against the NCCL headers the library
+// was built with (skipped, saying why, where nvcc or those headers are missing). No spills.
 #include <cstdio>
 #include <set>
 #include <string>
@@ -11,7 +11,11 @@
 #include "jit/jit.hpp"
 #include "jit/nvcc_program.hpp"
 #include "launch/hier_launch.hpp"
+#include "launch/kernel_catalog.hpp"
 #include "net/gin_kernels.hpp"
+#include "switchyard/hier/hier_layout.cuh"
+#include "switchyard/ll/net_layout.cuh"
+#include "switchyard/transport/net_barrier.cuh"
 #include "switchyard/transport/net_copy.cuh"
 #include "switchyard/errors.hpp"
 
@@ -106,6 +110,24 @@ SY_TEST(NetKernels, HierarchicalGinKernelsCompileWithNvcc) {
     for (const jit::KernelSource& source : launch::hier_gin_catalog({}))
         if (families.insert(source.family).second) compile_with_nvcc(source, "sm_90a");
     SY_CHECK_EQ(families.size(), size_t(2));
+}
+
+SY_TEST(NetKernels, BarrierAcrossNodesOnGinCompilesWithNvcc) {
+    // Buffer::barrier of a buffer spanning hosts (its emulated twin compiles with the catalog).
+    toolchain_or_skip();
+    const auto catalog = launch::barrier_gin_catalog();
+    SY_CHECK_EQ(catalog.size(), size_t(1));
+    compile_with_nvcc(catalog[0], "sm_90a");
+}
+
+// The barrier's signal ids: one per source node, between the HT kernels' and the LL kernels', and
+// the LL kernels' right under the network check's reserved ones.
+SY_TEST(NetKernels, BarrierSignalIdsSitBetweenTheHtAndLlRanges) {
+    using namespace switchyard::device;
+    SY_CHECK(uint32_t(kHierSignalIdLimit) <= net_barrier_signal(0));
+    SY_CHECK(net_barrier_signal(kNetBarrierMaxNodes - 1) < kLlNetSignalBase);
+    SY_CHECK_EQ(kLlNetSignalBase + 4u * uint32_t(kLlNetMaxNodes), uint32_t(kNetNumSignals) - kNetCheckIds);
+    SY_CHECK(kNetBarrierMaxNodes >= kNetCheckMaxNodes);
 }
 
 SY_TEST(NetKernels, HierarchicalKernelsOnGinStopUnderNvrtc) {

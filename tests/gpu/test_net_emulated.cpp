@@ -4,7 +4,9 @@
 // signal each from 16 warps), the latency floor, and a withheld rank: its peers raise
 // TimeoutError naming the network phase and the peer node within the timeout, nothing lands in
 // their receive regions, and reset() recovers. Everything goes through Buffer::check_network
-// (transport/net_check.cuh), which checks what arrives against the contract on the GPU.
+// (transport/net_check.cuh), which checks what arrives against the contract on the GPU; and the
+// GPU barrier across nodes (Buffer::barrier, transport/net_barrier.cuh): no rank leaves before the
+// last one arrived, plain and in a replayed graph, and a withheld rank is a TimeoutError naming it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,8 @@
 #include "common/testing.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
+#include "jit/jit.hpp"
+#include "switchyard/testing/time_stamp.cuh"
 #include "switchyard/network.hpp"
 
 using namespace switchyard;
@@ -405,7 +409,7 @@ SY_TEST(NetEmulated, WithheldRankTimesOutNamingTheNodeAndResetRecovers) {
     });
 }
 
-SY_TEST(NetEmulated, OneNodeHasNoNetworkAndTheGpuBarrierStaysInANode) {
+SY_TEST(NetEmulated, OneNodeHasNoNetwork) {
     require_gpus(1);
     run_ranks(2, 1, [&](RankEnv& env) {
         BufferConfig config = network_config(0);
@@ -415,12 +419,129 @@ SY_TEST(NetEmulated, OneNodeHasNoNetworkAndTheGpuBarrierStaysInANode) {
         single.barrier(env.stream);
         single.synchronize();
     });
-    run_ranks(4, 1, [&](RankEnv& env) {
-        Buffer buffer(env.communicator, env.device, network_config(2));
-        // Kernels hold no pointer into another node's memory: the GPU barrier refuses to span nodes.
-        SY_CHECK_THROWS_WITH(buffer.barrier(env.stream), UnsupportedError, "one node");
-        // The host still maps the other node's buffers for the emulated network's engine.
-        SY_CHECK(buffer.peer_memory((env.rank + 2) % 4) != nullptr);
+}
+
+namespace {
+
+// Rounds of (spin a rank-dependent time, stamp the arrival, barrier, stamp the leaving) on every
+// rank; `graph`: the barrier replayed from a graph captured once. Returns, per round, the latest
+// arrival and the earliest leaving over the ranks (GPU clock, ns): the barrier holds when the
+// leaving comes after the arrival in every round.
+struct BarrierRounds {
+    std::vector<uint64_t> latest_arrival, earliest_leave;
+};
+
+BarrierRounds barrier_rounds(const Shape& shape, bool graph) {
+    constexpr int kRounds = 6;
+    BarrierRounds rounds{std::vector<uint64_t>(kRounds, 0), std::vector<uint64_t>(kRounds, ~0ull)};
+    std::mutex mutex;
+    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+        Buffer buffer(env.communicator, env.device, network_config(shape.nodes));
+        // Loaded and allocated before any rank's kernel runs (DESIGN.md §4, rules 2 and 7).
+        const jit::Kernel& stamp = jit::get_kernel(
+            {"time_stamp", "switchyard/testing/time_stamp.cuh", "switchyard::device::time_stamp_kernel"},
+            env.device);
+        DeviceArray<uint64_t> stamps(2 * kRounds);
+        cudaGraphExec_t replay = nullptr;
+        cudaGraph_t captured = nullptr;
+        if (graph) {
+            SY_CUDA_CHECK(cudaStreamBeginCapture(env.stream, cudaStreamCaptureModeThreadLocal));
+            buffer.barrier(env.stream);
+            SY_CUDA_CHECK(cudaStreamEndCapture(env.stream, &captured));
+            SY_CUDA_CHECK(cudaGraphInstantiate(&replay, captured, 0));
+        }
+        env.communicator->barrier(std::chrono::seconds(60));
+        auto launch_stamp = [&](int slot, uint64_t spin_ns) {
+            const device::TimeStampArgs args{stamps.data() + slot, spin_ns};
+            jit::LaunchConfig config;
+            config.stream = env.stream;
+            jit::launch(stamp, config, &args, sizeof(args));
+        };
+        for (int round = 0; round < kRounds; ++round) {
+            // A different rank arrives last each round, up to 300 us after the first.
+            launch_stamp(2 * round, uint64_t((env.rank + round) % shape.ranks()) * 300000 / shape.ranks());
+            if (graph)
+                SY_CUDA_CHECK(cudaGraphLaunch(replay, env.stream));
+            else
+                buffer.barrier(env.stream);
+            launch_stamp(2 * round + 1, 0);
+        }
+        SY_CUDA_CHECK(cudaStreamSynchronize(env.stream));
+        buffer.check_errors();
+        env.communicator->barrier(std::chrono::seconds(60));
+        const std::vector<uint64_t> values = stamps.download();
+        {
+            const std::lock_guard<std::mutex> lock(mutex);
+            for (int round = 0; round < kRounds; ++round) {
+                rounds.latest_arrival[size_t(round)] =
+                    std::max(rounds.latest_arrival[size_t(round)], values[size_t(2 * round)]);
+                rounds.earliest_leave[size_t(round)] =
+                    std::min(rounds.earliest_leave[size_t(round)], values[size_t(2 * round + 1)]);
+            }
+        }
+        if (graph) {
+            SY_CUDA_CHECK(cudaGraphExecDestroy(replay));
+            SY_CUDA_CHECK(cudaGraphDestroy(captured));
+        }
+        env.communicator->barrier(std::chrono::seconds(60));  // no rank frees its buffer under a peer
+    });
+    return rounds;
+}
+
+}  // namespace
+
+// Buffer::barrier across nodes: each rank meets its rail peers over the network, then its node.
+SY_TEST(NetEmulated, GpuBarrierSpansNodes) {
+    require_gpus(1);
+    for (const Shape& shape : kShapes)
+        for (bool graph : {false, true}) {
+            const BarrierRounds rounds = barrier_rounds(shape, graph);
+            for (size_t round = 0; round < rounds.latest_arrival.size(); ++round) {
+                const int64_t margin =
+                    int64_t(rounds.earliest_leave[round]) - int64_t(rounds.latest_arrival[round]);
+                SY_CHECK_MSG(margin >= 0, shape.name() << (graph ? " graph" : "") << " round " << round
+                                                       << ": a rank left " << -margin
+                                                       << " ns before the last one arrived");
+                if (round == 0)
+                    std::printf("  %s%s: first leaving %.1f us after the last arrival\n",
+                                shape.name().c_str(), graph ? " (graph)" : "", margin / 1e3);
+            }
+        }
+}
+
+// A withheld rank (2 x 2, rank 3): its rail peer times out naming it over the network, that peer's
+// node-mate times out waiting for the peer in the node's meeting, the other node passes; reset()
+// recovers and the next barrier passes everywhere.
+SY_TEST(NetEmulated, GpuBarrierWithAWithheldRankTimesOutNamingIt) {
+    require_gpus(1);
+    const Shape shape{2, 2};
+    run_ranks(shape.ranks(), 1, [&](RankEnv& env) {
+        BufferConfig config = network_config(shape.nodes);
+        config.timeout_seconds = 2.0;
+        config.network_withhold_rank = 3;
+        Buffer buffer(env.communicator, env.device, config);
+        env.communicator->barrier(std::chrono::seconds(30));
+        buffer.barrier(env.stream);
+        if (env.rank == 1 || env.rank == 0) {
+            try {
+                buffer.synchronize();
+                buffer.check_errors();
+                SY_CHECK_MSG(false, "rank " << env.rank << " should have timed out in the barrier");
+            } catch (const TimeoutError& error) {
+                const std::string message = error.what();
+                std::printf("  rank %d: %s\n", env.rank, message.c_str());
+                SY_CHECK_EQ(error.phase(), std::string("barrier"));
+                SY_CHECK_EQ(error.peer(), env.rank == 1 ? 3 : 1);
+                if (env.rank == 1) SY_CHECK(message.find("on node 1 over the network") != std::string::npos);
+            }
+        } else {
+            buffer.synchronize();
+            buffer.check_errors();
+        }
+        buffer.reset();
+        buffer.barrier(env.stream);
+        buffer.synchronize();
+        buffer.check_errors();
     });
 }
 

@@ -46,9 +46,9 @@ constexpr int32_t kHierContext = 0;       // the network context every hierarchi
 // the dispatch's (net_send, counts_send) and the combine's (partial_send, weights_send).
 constexpr uint32_t kHierDispatchSourceCounter = 0;
 constexpr uint32_t kHierCombineSourceCounter = 1;
-// Signal ids the HT kernels may use: those below the LL kernels' (ll/net_layout.cuh: 4 per node for
-// up to 64 nodes, under the network check's reserved ones), so no id is raised on two contexts.
-constexpr int32_t kHierSignalIdLimit = kNetNumSignals - int32_t(kNetCheckIds) - 4 * 64;
+// Signal ids the HT kernels may use: those below the barrier's and the LL kernels' (under the
+// network check's reserved ones; transport/net_types.cuh), so no id is raised on two contexts.
+constexpr int32_t kHierSignalIdLimit = int32_t(kNetBarrierSignalBase);
 
 // Batches per stream: as many as the signal ids allow (4 N + 3 N batches ids), at most kHierMaxBatches.
 SY_HOST_DEVICE constexpr int32_t hier_num_batches(int32_t num_nodes) {

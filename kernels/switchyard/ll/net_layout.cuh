@@ -94,7 +94,8 @@ constexpr int32_t kLlNodeHeaderCounts = 2;  // + L: then the slot list
 // only writer. Below the network check's ids (net_check.cuh: the top 320 of each range); the HT
 // kernels keep to lower ids. One counter: the forward puts of the combine (forward-area reuse).
 constexpr int32_t kLlNetMaxNodes = 64;
-constexpr uint32_t kLlNetSignalBase = uint32_t(kNetNumSignals) - 320u - 4u * kLlNetMaxNodes;
+constexpr uint32_t kLlNetSignalBase = uint32_t(kNetNumSignals) - kNetCheckIds - 4u * kLlNetMaxNodes;
+static_assert(4 * kLlNetMaxNodes == kNetLlSignalIds, "the LL ids are the range net_types.cuh reserves");
 constexpr uint32_t kLlNetForwardCounter = uint32_t(kNetNumCounters) - 320u - 1u;
 SY_HOST_DEVICE constexpr uint32_t ll_net_signal(int32_t kind, int32_t set, int32_t source_node) {
     return kLlNetSignalBase + uint32_t((kind * 2 + set) * kLlNetMaxNodes + source_node);

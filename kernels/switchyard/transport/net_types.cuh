@@ -21,6 +21,13 @@ constexpr int32_t kNetNumCounters = 1024;
 // (up to kNetCheckMaxNodes nodes); every other kernel of the library uses ids below them.
 constexpr int32_t kNetCheckMaxNodes = 64;
 constexpr uint32_t kNetCheckIds = uint32_t(kNetCheckMaxNodes * (kNetMaxContexts + 1));
+// Signal ids below the check's, from the top: the LL kernels' four per source node
+// (ll/net_layout.cuh), then the barrier's one per source node (transport/net_barrier.cuh); the HT
+// kernels use the ids below those (hier/hier_layout.cuh, kHierSignalIdLimit).
+constexpr int32_t kNetLlSignalIds = 4 * 64;
+constexpr int32_t kNetBarrierMaxNodes = 64;
+constexpr uint32_t kNetBarrierSignalBase =
+    uint32_t(kNetNumSignals) - kNetCheckIds - uint32_t(kNetLlSignalIds) - uint32_t(kNetBarrierMaxNodes);
 // "No signal" / "no counter" in a request.
 constexpr uint32_t kNetNone = 0xffffffffu;
 
