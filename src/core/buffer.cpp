@@ -236,7 +236,7 @@ Buffer::Buffer(std::shared_ptr<Communicator> communicator, int device, const Buf
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
     impl.sm_budget = tuning::rank_sm_budget(num_sms, impl.topology.ranks_on_my_gpu,
                                             network_plan.kind == net::NetworkKind::kEmulated);
-    impl.chain_kernels = impl.topology.ranks_on_my_gpu == 1;
+    impl.gpu_alone = impl.topology.ranks_on_my_gpu == 1;
     impl.kernels_preloaded_only = ranks_of_process_on_my_gpu(impl.topology) > 1;
     impl.device_sms = num_sms;
     if (config.enable_low_latency) {

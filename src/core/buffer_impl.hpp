@@ -58,7 +58,7 @@ struct Buffer::Impl {
     std::shared_ptr<core::EventPool> events = std::make_shared<core::EventPool>();  // the ops' OpEvents
     OpEvent latest_done;  // the latest op's completion (on the stream it ran on)
     int sm_budget = 1;
-    bool chain_kernels = false;           // programmatic dependent launch inside an op (LaunchContext)
+    bool gpu_alone = false;               // no other rank shares this GPU (LaunchContext)
     bool kernels_preloaded_only = false;  // a rank of this process shares the GPU (LaunchContext)
     int device_sms = 1;
     // Mapped host memory the dispatch kernel writes its receive counts into (host-synced mode).
@@ -115,7 +115,7 @@ struct Buffer::Impl {
         context.diagnostics.timeout_ns = static_cast<uint64_t>(config.timeout_seconds * 1e9);
         context.diagnostics.rank = communicator->rank();
         context.sm_budget = sm_budget;
-        context.chain_kernels = chain_kernels;
+        context.gpu_alone = gpu_alone;
         context.kernels_preloaded_only = kernels_preloaded_only;
         context.outputs = outputs.get();
         context.routing_scratch = routing_scratch;

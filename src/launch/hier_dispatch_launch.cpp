@@ -40,10 +40,9 @@ void launch_with(const LaunchContext& context, const HtDispatchPlan& plan, const
     config.shared_bytes = unsigned(2 * plan.record.meta_offset * shape.warps);  // two stages per warp
     config.stream = context.stream;
     // Blocks wait for each other (forwarders for block 0's counts, for the senders' batches): all
-    // resident. As the direct dispatch: a plain launch chained after the routing kernel when this
-    // rank has its GPU alone, else cooperative.
-    config.cooperative = !context.chain_kernels;
-    config.programmatic_dependent_launch = context.chain_kernels;
+    // resident. As the direct dispatch (ht_dispatch_launch.cpp): a plain launch chained after the
+    // routing kernel.
+    config.programmatic_dependent_launch = true;
     jit::launch(hier_dispatch_kernel(shape, context.device), config, args);
 }
 

@@ -62,7 +62,7 @@ device::HtDispatchArgs ht_dispatch_args(const LaunchContext& context, const HtDi
     args.num_tokens_per_rank = views.num_tokens_per_rank;
     args.num_tokens_per_expert = views.num_tokens_per_expert;
     args.counts_notified = plan.cached ? 0 : 1;
-    args.receive_scheduled_early = context.chain_kernels ? 1 : 0;
+    args.receive_scheduled_early = context.gpu_alone ? 1 : 0;
     args.recv_info = views.recv_info;
     args.expert_alignment = plan.expert_alignment;
     args.host_counts = plan.host_synced ? views.host_counts : nullptr;
@@ -82,14 +82,13 @@ void launch_ht_dispatch(const LaunchContext& context, const HtDispatchPlan& plan
     config.shared_bytes = unsigned(2 * plan.record.meta_offset * shape.warps);  // two stages per warp
     config.stream = context.stream;
     // Every block waits for the peers' counts, which this rank's routing kernel (or this grid's
-    // block 0) sends: all blocks must be resident. A cooperative launch guarantees that, but it
-    // also waits for the routing kernel to end instead of starting early under programmatic
-    // dependent launch. When the kernels are chained (this rank has its GPU alone), every block
-    // still finds an SM: the routing blocks end without waiting for this grid, no co-located rank's
-    // blocks wait for this rank, and the next grid (receive) is scheduled only once every block of
-    // this one runs.
-    config.cooperative = !context.chain_kernels;
-    config.programmatic_dependent_launch = context.chain_kernels;  // after the routing kernel
+    // block 0) sends: all blocks must be resident. A plain launch chained after the routing kernel
+    // (a cooperative one would wait for the routing to end) still finds an SM for every block: the
+    // grid is scheduled once every routing block runs, the routing blocks end without waiting for
+    // anything outside their grid, each rank's waiting blocks stay within its SM share (Buffer::
+    // sm_budget; the shares of the ranks on a GPU add up to at most its SMs), and the receive is
+    // scheduled only as this grid's blocks exit (or, on a GPU of the rank's own, once all run).
+    config.programmatic_dependent_launch = true;  // after the routing kernel
     jit::launch(kernel, config, &args, sizeof(args));
 }
 

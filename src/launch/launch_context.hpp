@@ -28,10 +28,11 @@ struct LaunchContext {
     device::BufferLayout layout{};
     device::Diagnostics diagnostics{};
     int sm_budget = 1;
-    // Kernels of one op may be chained with programmatic dependent launch (the next grid resident
-    // while the previous ends). Only on a GPU this rank has alone: a co-located rank's cooperative
-    // kernel could otherwise find its SMs held by this rank's waiting blocks.
-    bool chain_kernels = false;
+    // No other rank shares this GPU. The kernels of an op are chained with programmatic dependent
+    // launch everywhere; only on a GPU of its own may a dispatch let the receive kernel's blocks
+    // become resident as it starts (with co-located ranks they would hold SMs of this rank's share
+    // through the whole dispatch).
+    bool gpu_alone = false;
     // Another rank of this process shares this GPU: a kernel loaded now would wait for the device's
     // queued work, which may be that rank's kernel waiting for this one (DESIGN.md §4, rule 7).
     // Launchers of kernels that wait for peers then refuse a kernel not loaded beforehand.

@@ -72,7 +72,7 @@ struct HtDispatchArgs {
     int32_t counts_notified;  // 1: the routing kernel of this op sent the counts notify (else block 0 does)
     // 1: the receive kernel is scheduled as this grid starts, to wait at its own start (the rank has
     // its GPU alone); 0: as this grid's blocks exit, so no waiting receive block holds an SM that a
-    // co-located rank's kernel needs (launch_context.hpp, chain_kernels).
+    // co-located rank's kernel needs (launch_context.hpp, gpu_alone).
     int32_t receive_scheduled_early;
     // Outputs for the receiver side (this rank as a destination).
     int32_t* recv_info;  // HtRecvInfoLayout
