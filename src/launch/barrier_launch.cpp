@@ -7,7 +7,6 @@
 #include "launch/launch_context.hpp"
 #include "net/gin_kernels.hpp"
 #include "net/network.hpp"
-#include "switchyard/errors.hpp"
 #include "switchyard/transport/barrier.cuh"
 #include "switchyard/transport/net_barrier.cuh"
 
@@ -56,15 +55,20 @@ device::BarrierArgs barrier_args(const LaunchContext& context) {
     return args;
 }
 
+// One block on the op's stream.
+jit::LaunchConfig barrier_config(const LaunchContext& context) {
+    jit::LaunchConfig config;
+    config.block[0] = kBarrierThreads;
+    config.stream = context.stream;
+    return config;
+}
+
 template <class Backend>
 void launch_net_barrier(const LaunchContext& context, const typename Backend::Context& net, bool gin) {
     device::NetBarrierArgs<Backend> args{};
     args.node = barrier_args(context);
     args.net = net;
-    jit::LaunchConfig config;
-    config.block[0] = kBarrierThreads;
-    config.stream = context.stream;
-    jit::launch(cached_net_barrier(gin).get(context.device), config, args);
+    jit::launch(cached_net_barrier(gin).get(context.device), barrier_config(context), args);
 }
 
 }  // namespace
@@ -75,17 +79,12 @@ void preload_barrier(int device, bool nodes) {
 }
 
 void launch_barrier(const LaunchContext& context) {
-    if (!context.network) {
-        const device::BarrierArgs args = barrier_args(context);
-        jit::LaunchConfig config;
-        config.block[0] = kBarrierThreads;
-        config.stream = context.stream;
-        jit::launch(cached_barrier().get(context.device), config, &args, sizeof(args));
-    } else if (context.network->kind() == net::NetworkKind::kGin) {
+    if (!context.network)
+        jit::launch(cached_barrier().get(context.device), barrier_config(context), barrier_args(context));
+    else if (context.network->kind() == net::NetworkKind::kGin)
         launch_net_barrier<device::NetGin>(context, context.network->gin_context(), true);
-    } else {
+    else
         launch_net_barrier<device::NetEmulated>(context, context.network->emulated_context(), false);
-    }
 }
 
 std::vector<jit::KernelSource> barrier_catalog() {

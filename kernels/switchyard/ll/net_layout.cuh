@@ -96,7 +96,7 @@ constexpr int32_t kLlNodeHeaderCounts = 2;  // + L: then the slot list
 constexpr int32_t kLlNetMaxNodes = 64;
 constexpr uint32_t kLlNetSignalBase = uint32_t(kNetNumSignals) - kNetCheckIds - 4u * kLlNetMaxNodes;
 static_assert(4 * kLlNetMaxNodes == kNetLlSignalIds, "the LL ids are the range net_types.cuh reserves");
-constexpr uint32_t kLlNetForwardCounter = uint32_t(kNetNumCounters) - 320u - 1u;
+constexpr uint32_t kLlNetForwardCounter = uint32_t(kNetNumCounters) - kNetCheckIds - 1u;
 SY_HOST_DEVICE constexpr uint32_t ll_net_signal(int32_t kind, int32_t set, int32_t source_node) {
     return kLlNetSignalBase + uint32_t((kind * 2 + set) * kLlNetMaxNodes + source_node);
 }

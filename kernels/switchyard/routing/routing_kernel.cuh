@@ -340,94 +340,92 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
         ticket = int32_t(taken);
     }
     __syncthreads();
-    {
-        const int chunk = ticket;
-        const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
-        // Defaults for the chunk's tokens: in no rank.
-        const int tokens = entry.num_entries / max(args.topk, 1);
-        for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
-            const int64_t cell = int64_t(entry.first_token) * args.num_ranks + i;
-            args.token_rank_slot[cell] = -1;
-            if (args.token_in_rank) args.token_in_rank[cell] = 0;
-        }
-        if constexpr (kNodes)
-            for (int i = threadIdx.x; i < tokens * args.num_nodes; i += blockDim.x)
-                args.token_node_slot[int64_t(entry.first_token) * args.num_nodes + i] = -1;
-        const bool chunk_invalid = routing_detail::stage_entry<IndexT, kNodes>(args, entry, ids, leads);
-        __syncthreads();  // leads written; the defaults above precede the slots below (same block)
-        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLoaded);
-        const int32_t id = ids[threadIdx.x];
-        const int rank = id >= 0 ? id / experts_per_rank : -1;
-        const int node = kNodes && id >= 0 ? rank / args.ranks_per_node : -1;
-        const int32_t lead = leads[threadIdx.x];
-        int32_t expert_pos = -1, rank_slot = -1, node_slot = -1;
-        routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank, lead, node, totals,
-                                                warp_counts, expert_pos, rank_slot, node_slot);
-        if (threadIdx.x == 0) epoch = old_epoch + 1;
-        __syncthreads();
+    const int chunk = ticket;
+    const routing_detail::LayoutEntry entry = routing_detail::entry_of(args, chunk);
+    // Defaults for the chunk's tokens: in no rank.
+    const int tokens = entry.num_entries / max(args.topk, 1);
+    for (int i = threadIdx.x; i < tokens * args.num_ranks; i += blockDim.x) {
+        const int64_t cell = int64_t(entry.first_token) * args.num_ranks + i;
+        args.token_rank_slot[cell] = -1;
+        if (args.token_in_rank) args.token_in_rank[cell] = 0;
+    }
+    if constexpr (kNodes)
+        for (int i = threadIdx.x; i < tokens * args.num_nodes; i += blockDim.x)
+            args.token_node_slot[int64_t(entry.first_token) * args.num_nodes + i] = -1;
+    const bool chunk_invalid = routing_detail::stage_entry<IndexT, kNodes>(args, entry, ids, leads);
+    __syncthreads();  // leads written; the defaults above precede the slots below (same block)
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLoaded);
+    const int32_t id = ids[threadIdx.x];
+    const int rank = id >= 0 ? id / experts_per_rank : -1;
+    const int node = kNodes && id >= 0 ? rank / args.ranks_per_node : -1;
+    const int32_t lead = leads[threadIdx.x];
+    int32_t expert_pos = -1, rank_slot = -1, node_slot = -1;
+    routing_detail::count_chunk<kHistogram>(args, columns, entry.num_entries, id, rank, lead, node, totals,
+                                            warp_counts, expert_pos, rank_slot, node_slot);
+    if (threadIdx.x == 0) epoch = old_epoch + 1;
+    __syncthreads();
 
-        // publish: the totals, tagged (no fence: a reader waits for the tag on each word).
-        for (int column = threadIdx.x; column < columns; column += blockDim.x)
-            ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
-                                layout_total_word(epoch, totals[column], chunk_invalid));
-        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingPublished);
+    // publish: the totals, tagged (no fence: a reader waits for the tag on each word).
+    for (int column = threadIdx.x; column < columns; column += blockDim.x)
+        ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
+                            layout_total_word(epoch, totals[column], chunk_invalid));
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingPublished);
 
-        // The notify's poison check and op sequence (below) are loaded now, beside the earlier
-        // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
-        // the poison word covers a buffer poisoned before this op.
-        __shared__ int announce, poisoned;
-        __shared__ uint64_t notify_sequence;
-        const bool last_chunk = chunk == args.num_chunks - 1;
-        if (threadIdx.x == 0 && last_chunk) {
-            const bool notifies = args.notify.peer_bases != nullptr;
-            notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
-            announce = notifies;
-            poisoned = is_poisoned(args.diagnostics);
+    // The notify's poison check and op sequence (below) are loaded now, beside the earlier
+    // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);
+    // the poison word covers a buffer poisoned before this op.
+    __shared__ int announce, poisoned;
+    __shared__ uint64_t notify_sequence;
+    const bool last_chunk = chunk == args.num_chunks - 1;
+    if (threadIdx.x == 0 && last_chunk) {
+        const bool notifies = args.notify.peer_bases != nullptr;
+        notify_sequence = notifies ? *args.notify.op_counter + 1 : 0;
+        announce = notifies;
+        poisoned = is_poisoned(args.diagnostics);
+    }
+    // look back: every earlier chunk's totals (their blocks are running and publish first).
+    bool earlier_invalid = false;
+    const bool looked_back =
+        routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
+    if (!__syncthreads_and(looked_back)) return;
+    const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
+    if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLookedBack);
+    if (last_chunk) {
+        for (int column = threadIdx.x; column < columns; column += blockDim.x) {
+            const int32_t total = starts[column] + totals[column];
+            if (column < args.num_experts)
+                args.num_tokens_per_expert[column] = total;
+            else if (column < args.num_experts + args.num_ranks)
+                args.num_tokens_per_rank[column - args.num_experts] = total;
+            else
+                args.num_tokens_per_node[column - args.num_experts - args.num_ranks] = total;
         }
-        // look back: every earlier chunk's totals (their blocks are running and publish first).
-        bool earlier_invalid = false;
-        const bool looked_back =
-            routing_detail::sum_earlier_chunks(args, columns, chunk, epoch, starts, partial, earlier_invalid);
-        if (!__syncthreads_and(looked_back)) return;
-        const bool any_invalid = __syncthreads_or(earlier_invalid || chunk_invalid) != 0;
-        if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingLookedBack);
-        if (last_chunk) {
-            for (int column = threadIdx.x; column < columns; column += blockDim.x) {
-                const int32_t total = starts[column] + totals[column];
-                if (column < args.num_experts)
-                    args.num_tokens_per_expert[column] = total;
-                else if (column < args.num_experts + args.num_ranks)
-                    args.num_tokens_per_rank[column - args.num_experts] = total;
-                else
-                    args.num_tokens_per_node[column - args.num_experts - args.num_ranks] = total;
-            }
-            // Every block has published a chunk, so every block has read the old epoch.
-            if (threadIdx.x == 0) *args.epoch_word = epoch;
-            if (announce) {  // invalid routing or a poisoned buffer announces its failure instead
-                const uint32_t failure = any_invalid ? kPeerFailureInvalidRouting
-                                                     : (poisoned ? kPeerFailurePoisoned : 0u);
-                ht_notify_peers(
-                    args.notify, notify_sequence,
-                    [&](int32_t rank) {
-                        return starts[args.num_experts + rank] + totals[args.num_experts + rank];
-                    },
-                    [&](int32_t expert) { return starts[expert] + totals[expert]; }, failure);
-                if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
-            }
+        // Every block has published a chunk, so every block has read the old epoch.
+        if (threadIdx.x == 0) *args.epoch_word = epoch;
+        if (announce) {  // invalid routing or a poisoned buffer announces its failure instead
+            const uint32_t failure =
+                any_invalid ? kPeerFailureInvalidRouting : (poisoned ? kPeerFailurePoisoned : 0u);
+            ht_notify_peers(
+                args.notify, notify_sequence,
+                [&](int32_t rank) {
+                    return starts[args.num_experts + rank] + totals[args.num_experts + rank];
+                },
+                [&](int32_t expert) { return starts[expert] + totals[expert]; }, failure);
+            if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchNotified);
         }
-        if (entry.in_chunk) {
-            if (args.token_expert_pos)
-                args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] =
-                    id >= 0 ? starts[id] + expert_pos : -1;
-            if (id >= 0 && (lead & 1)) {
-                const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
-                args.token_rank_slot[cell] = starts[args.num_experts + rank] + rank_slot;
-                if (args.token_in_rank) args.token_in_rank[cell] = 1;
-            }
-            if (kNodes && id >= 0 && (lead & 2))
-                args.token_node_slot[int64_t(entry.token) * args.num_nodes + node] =
-                    starts[args.num_experts + args.num_ranks + node] + node_slot;
+    }
+    if (entry.in_chunk) {
+        if (args.token_expert_pos)
+            args.token_expert_pos[int64_t(entry.token) * args.topk + entry.k] =
+                id >= 0 ? starts[id] + expert_pos : -1;
+        if (id >= 0 && (lead & 1)) {
+            const int64_t cell = int64_t(entry.token) * args.num_ranks + rank;
+            args.token_rank_slot[cell] = starts[args.num_experts + rank] + rank_slot;
+            if (args.token_in_rank) args.token_in_rank[cell] = 1;
         }
+        if (kNodes && id >= 0 && (lead & 2))
+            args.token_node_slot[int64_t(entry.token) * args.num_nodes + node] =
+                starts[args.num_experts + args.num_ranks + node] + node_slot;
     }
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingEnd);
 }

@@ -71,19 +71,29 @@ SY_DEVICE void meet_node(const BarrierArgs& args, uint64_t sequence) {
     }
 }
 
+// One barrier (every thread of the block calls it): the sequence from the barrier counter, the
+// peer table checked, `meet_first(sequence)` (true in every thread to go on: the ranks met before
+// the node, none on one node), the node met, the counter advanced.
+template <int kNumThreads, class MeetFirst>
+SY_DEVICE void run_barrier(const BarrierArgs& args, MeetFirst meet_first) {
+    uint64_t* counter = args.workspace.counters(args.local_base) + kCounterBarrier;
+    const uint64_t sequence = *counter + 1;
+    // Everyone read the old value (the table check's barrier) before thread 0 advances it.
+    if (!peer_table_ok(args)) return;
+    if (threadIdx.x == 0)
+        mark_kernel_start(args.workspace.counters(args.local_base), kBarrierStartSlots, sequence);
+    // A rank that failed to meet the others first does not meet its node: its node-mates time out
+    // naming it, as the rank it waited for is named in its own record.
+    if (__syncthreads_and(meet_first(sequence))) meet_node<kNumThreads>(args, sequence);
+    __syncthreads();
+    if (threadIdx.x == 0) *counter = sequence;
+}
+
 }  // namespace barrier_detail
 
 template <int kNumThreads>
 __global__ void __launch_bounds__(kNumThreads, 1) barrier_kernel(const __grid_constant__ BarrierArgs args) {
-    uint64_t* counter = args.workspace.counters(args.local_base) + kCounterBarrier;
-    const uint64_t sequence = *counter + 1;
-    // Everyone read the old value (the table check's barrier) before thread 0 advances it.
-    if (!barrier_detail::peer_table_ok(args)) return;
-    if (threadIdx.x == 0)
-        mark_kernel_start(args.workspace.counters(args.local_base), kBarrierStartSlots, sequence);
-    barrier_detail::meet_node<kNumThreads>(args, sequence);
-    __syncthreads();
-    if (threadIdx.x == 0) *counter = sequence;
+    barrier_detail::run_barrier<kNumThreads>(args, [](uint64_t) { return true; });
 }
 
 #endif

@@ -15,10 +15,7 @@
 #pragma once
 
 #include "switchyard/common/base.cuh"
-#include "switchyard/common/diagnostics.cuh"
-#include "switchyard/common/peer_kernel_details.cuh"
 #include "switchyard/common/ptx.cuh"
-#include "switchyard/common/workspace_layout.cuh"
 #include "switchyard/transport/barrier.cuh"
 #include "switchyard/transport/net.cuh"
 
@@ -40,27 +37,19 @@ struct NetBarrierArgs {
 template <class Backend, int kNumThreads>
 __global__ void __launch_bounds__(kNumThreads, 1)
     net_barrier_kernel(const __grid_constant__ NetBarrierArgs<Backend> args) {
-    const BarrierArgs& node = args.node;
-    uint64_t* counter = node.workspace.counters(node.local_base) + kCounterBarrier;
-    const uint64_t sequence = *counter + 1;
-    if (!barrier_detail::peer_table_ok(node)) return;
-    if (threadIdx.x == 0)
-        mark_kernel_start(node.workspace.counters(node.local_base), kBarrierStartSlots, sequence);
-    const NetPort<Backend> port(args.net, kNetBarrierContext, node.diagnostics);
-    // This rank's earlier kernels' writes are visible before its signals say it arrived.
-    ptx::fence_acq_rel_sys();
-    bool ok = true;
-    for (int32_t peer_node = threadIdx.x; ok && peer_node < port.num_nodes(); peer_node += kNumThreads)
-        if (peer_node != port.node())
-            ok = port.signal(peer_node, net_signal_add(net_barrier_signal(port.node()), 1));
-    for (int32_t peer_node = threadIdx.x; ok && peer_node < port.num_nodes(); peer_node += kNumThreads)
-        if (peer_node != port.node())
-            ok = port.wait_signal(net_barrier_signal(peer_node), sequence, peer_node, kPhaseBarrier);
-    // A rank that failed to hear from a rail peer does not meet its node: its node-mates time out
-    // naming it, as the peer it waited for is named in its own record.
-    if (__syncthreads_and(ok)) barrier_detail::meet_node<kNumThreads>(node, sequence);
-    __syncthreads();
-    if (threadIdx.x == 0) *counter = sequence;
+    const NetPort<Backend> port(args.net, kNetBarrierContext, args.node.diagnostics);
+    barrier_detail::run_barrier<kNumThreads>(args.node, [&](uint64_t sequence) {
+        // This rank's earlier kernels' writes are visible before its signals say it arrived.
+        ptx::fence_acq_rel_sys();
+        bool ok = true;
+        for (int32_t peer_node = threadIdx.x; ok && peer_node < port.num_nodes(); peer_node += kNumThreads)
+            if (peer_node != port.node())
+                ok = port.signal(peer_node, net_signal_add(net_barrier_signal(port.node()), 1));
+        for (int32_t peer_node = threadIdx.x; ok && peer_node < port.num_nodes(); peer_node += kNumThreads)
+            if (peer_node != port.node())
+                ok = port.wait_signal(net_barrier_signal(peer_node), sequence, peer_node, kPhaseBarrier);
+        return ok;
+    });
 }
 
 #endif
