@@ -89,16 +89,40 @@ SY_TEST(HierLayout, SignalIdsStayBelowTheNetworkChecksAndBatchesCoverStreams) {
         SY_CHECK_EQ(signals.combine_batch(nodes - 1, signals.batches - 1) + 1, signals.count());
     }
     SY_CHECK_EQ(hier_num_batches(2), kHierMaxBatches);
-    for (int tokens : {1, 7, 48, 640, 4096, 5000}) {
-        const int B = hier_batch_records(tokens, 2);
-        SY_CHECK(hier_batches_of(tokens, B) <= hier_num_batches(2));
-        for (int records : {0, 1, tokens / 2, tokens}) {
-            int covered = 0;
-            for (int b = 0; b < hier_batches_of(records, B); ++b) covered += hier_batch_size(records, b, B);
-            SY_CHECK_EQ(covered, records);
-            SY_CHECK_EQ(hier_batch_size(records, hier_batches_of(records, B), B), 0);
+    for (int64_t record_bytes : {int64_t(64), int64_t(7552), int64_t(14464), int64_t(4) << 20}) {
+        for (int tokens : {1, 7, 48, 640, 4096, 5000}) {
+            const int B = hier_batch_records(tokens, 2, record_bytes);
+            SY_CHECK(B >= 1 && hier_batches_of(tokens, B) <= hier_num_batches(2));
+            for (int records : {0, 1, tokens / 2, tokens}) {
+                int covered = 0;
+                for (int b = 0; b < hier_batches_of(records, B); ++b) covered += hier_batch_size(records, b, B);
+                SY_CHECK_EQ(covered, records);
+                SY_CHECK_EQ(hier_batch_size(records, hier_batches_of(records, B), B), 0);
+            }
         }
     }
+}
+
+// Batches by size (hier_layout.cuh, kHierBatchBytes): at DeepSeek-V3's shape an FP8 forward record
+// makes 32 batches of 128 records (under a megabyte each), a BF16 one (or a combine partial) more
+// batches of at most kHierBatchBytes; small streams keep kHierStreamBatches batches; a record
+// larger than a batch travels alone, and the layout's batches bound the count.
+SY_TEST(HierLayout, BatchesHoldAboutAMegabyteWithinTheLayoutsCount) {
+    const int32_t G = 2, K = 8;
+    const int64_t fp8 = hier_forward_record(7168, kPayloadFp8, kScaleFloat32, K, G).total_bytes;
+    const int64_t bf16 = hier_forward_record(7168, kPayloadBf16, kScaleNone, K, G).total_bytes;
+    const int64_t partial = RecordLayout::combine(7168, K).total_bytes;
+    SY_CHECK_EQ(hier_batch_records(4096, 2, fp8), 128);
+    for (int64_t record : {bf16, partial}) {
+        const int B = hier_batch_records(4096, 2, record);
+        SY_CHECK_MSG(B * record <= kHierBatchBytes && (B + 1) * record > kHierBatchBytes,
+                     "record " << record << ": " << B << " a batch");
+        SY_CHECK(hier_batches_of(4096, B) > kHierStreamBatches && hier_batches_of(4096, B) <= kHierMaxBatches);
+    }
+    SY_CHECK_EQ(hier_batch_records(640, 2, bf16), 20);  // 640 / 32: small streams keep their batches
+    SY_CHECK_EQ(hier_batch_records(640, 2, int64_t(4) << 20), 10);  // the layout's 64 batches at most
+    SY_CHECK_EQ(hier_batch_records(100, 2, int64_t(4) << 20), 2);
+    SY_CHECK_EQ(hier_batch_records(0, 2, fp8), 1);
 }
 
 // The forwarders' items (hier/dispatch_forward.cuh): batch-major, at most kHierForwardRecords
@@ -108,7 +132,7 @@ SY_TEST(HierLayout, ForwardItemsCoverEveryRecordOnceInBatchOrder) {
     using hier_detail::forward_item;
     for (int nodes : {2, 3, 4}) {
         for (int tokens : {1, 7, 48, 640, 4096}) {
-            const int B = hier_batch_records(tokens, nodes);
+            const int B = hier_batch_records(tokens, nodes, 7552);
             std::vector<int32_t> records(static_cast<size_t>(nodes));
             for (int n = 0; n < nodes; ++n) records[size_t(n)] = n == 1 ? 0 : tokens - (n * tokens) / 5;
             int batches = 0;
@@ -146,7 +170,7 @@ SY_TEST(HierLayout, SenderClaimsCoverEveryTokenOnceInOrder) {
     for (int nodes : {2, 4}) {
         for (int tokens : {0, 1, 7, 48, 511, 640, 4096}) {
             for (int run : {1, 3, 8}) {
-                const int B = hier_batch_records(4096, nodes);
+                const int B = hier_batch_records(4096, nodes, 7552);
                 const RunSchedule head = hier_head_schedule(B, tokens),
                                   body = hier_body_schedule(B, tokens, run);
                 const int head_tokens = std::min(tokens, kHierHeadBatches * B);

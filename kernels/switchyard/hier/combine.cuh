@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     const int warp = int(threadIdx.x / 32);
     __shared__ ht_detail::PublishQueues<kSendWarps> publish_queues;
     publish_queues.init();
-    const HierOp op = hier_op(args.net, c, sequence, 0);
+    const HierOp op = hier_op(args.net, c, sequence, 0, Shape::record().total_bytes);
     const NetPort<Backend> port(args.net, kHierContext, c.diagnostics);
     bool handshake = false;
 

@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchRoutingDone);  // the last block got here
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     ht_detail::init_stage_barriers<kWarps>(stage_barriers);
-    const HierOp op = hier_op(args.net, c, sequence, int32_t(dispatch_index & 1));
+    const HierOp op = hier_op(args.net, c, sequence, int32_t(dispatch_index & 1), args.forward_bytes);
     const NetPort<Backend> port(args.net, kHierContext, c.diagnostics);
     // Before this op rewrites its sources (the counts blocks, the records): the previous dispatch's
     // puts have read theirs (HierSources; this op does not flush its own).

@@ -21,21 +21,22 @@ namespace switchyard::device {
 struct HierOp {
     int32_t node, num_nodes, ranks_per_node, local_index;
     int32_t parity;         // the dispatch's copy of the network receive regions (dispatch count & 1)
-    int32_t batch_records;  // records per batch of a stream
+    int32_t batch_records;  // records per batch of a stream (from the op's record size)
     uint64_t sequence;      // the HT op sequence
     SY_DEVICE int32_t rank_of(int32_t node_index, int32_t local) const { return node_index * ranks_per_node + local; }
     SY_DEVICE int32_t rail_peer(int32_t node_index) const { return rank_of(node_index, local_index); }
 };
 
 template <class Context>
-SY_DEVICE HierOp hier_op(const Context& net, const HtCommon& c, uint64_t sequence, int32_t parity) {
+SY_DEVICE HierOp hier_op(const Context& net, const HtCommon& c, uint64_t sequence, int32_t parity,
+                         int64_t record_bytes) {
     HierOp op;
     op.node = net.node;
     op.num_nodes = net.num_nodes;
     op.ranks_per_node = net.ranks_per_node;
     op.local_index = net.local_index;
     op.parity = parity;
-    op.batch_records = c.layout.hier.batch_records;
+    op.batch_records = hier_batch_records(c.layout.hier.max_tokens, net.num_nodes, record_bytes);
     op.sequence = sequence;
     return op;
 }

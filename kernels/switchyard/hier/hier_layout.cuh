@@ -34,13 +34,19 @@
 namespace switchyard::device {
 
 constexpr int32_t kHierMaxNodes = 32;     // one lane per node in the senders' bookkeeping
-// Batches per stream (fewer with many nodes: signal ids). A batch is one put and one signal; on the
-// emulated network each costs the engine's host thread a call for its copy and one for its signal,
-// so batches are large: at the DeepSeek-V3 shape (4,096 tokens: 128 FP8 records, about 1 MB) a
-// batch takes the wire much longer than its calls take the host thread. Smaller batches would start
-// the wire a little earlier (the last batch's forwarding is split over many warps already:
-// hier/dispatch_forward.cuh, kHierForwardRecords).
-constexpr int32_t kHierMaxBatches = 32;
+// Batches of a stream. A batch is one put and one signal; on the emulated network each costs the
+// engine's host thread a call for its copy and one for its signal, so batches are large: about a
+// megabyte (kHierBatchBytes) takes the wire much longer than its calls take the host thread. A
+// batch is not larger than that: the emulated network copies in chunks of 1 MiB and raises a
+// signal with the last chunk holding its batch, so a larger batch lands its signal a chunk later
+// and the last batch, which the forwarders take only once it is whole, ends the op later (BF16
+// records at 4,096 tokens, 64 a batch instead of 128: dispatch 1365 vs 1380 us, combine 1391 vs
+// 1398, decisions 2026-12-02). Nor much smaller: the engine then merges two batches into one copy
+// and their signals land together, late (FP8 at 64 records: 794 vs 752 us). And at least
+// kHierStreamBatches a stream where records are small: the first put waits for the first batch.
+constexpr int64_t kHierBatchBytes = int64_t(15) << 16;  // 960 KiB
+constexpr int32_t kHierStreamBatches = 32;
+constexpr int32_t kHierMaxBatches = 64;  // the layout's most (fewer with many nodes: signal ids)
 constexpr int32_t kHierContext = 0;       // the network context every hierarchical request uses
 // Network counters (on kHierContext) of the puts whose sources the next op of the kind rewrites:
 // the dispatch's (net_send, counts_send) and the combine's (partial_send, weights_send).
@@ -55,10 +61,17 @@ SY_HOST_DEVICE constexpr int32_t hier_num_batches(int32_t num_nodes) {
     const int32_t fit = (kHierSignalIdLimit / (num_nodes > 0 ? num_nodes : 1) - 4) / 3;
     return fit > kHierMaxBatches ? kHierMaxBatches : (fit < 1 ? 1 : fit);
 }
-// Records per batch: the batches cover a stream of T_max records.
-SY_HOST_DEVICE constexpr int32_t hier_batch_records(int32_t max_tokens, int32_t num_nodes) {
+// Records per batch of an op whose records are `record_bytes`: batches of at most kHierBatchBytes,
+// at least kHierStreamBatches a stream of T_max records when that keeps them smaller, and never more
+// batches than the layout holds.
+SY_HOST_DEVICE constexpr int32_t hier_batch_records(int32_t max_tokens, int32_t num_nodes, int64_t record_bytes) {
+    if (max_tokens <= 0) return 1;
     const int32_t batches = hier_num_batches(num_nodes);
-    return max_tokens > 0 ? (max_tokens + batches - 1) / batches : 1;
+    const int32_t fewest = (max_tokens + batches - 1) / batches;  // the layout's limit
+    const int32_t by_count = (max_tokens + kHierStreamBatches - 1) / kHierStreamBatches;
+    const int64_t by_bytes = record_bytes > 0 ? kHierBatchBytes / record_bytes : by_count;
+    const int32_t wanted = by_bytes < by_count ? int32_t(by_bytes > 1 ? by_bytes : 1) : by_count;
+    return wanted > fewest ? wanted : fewest;
 }
 // Records of batch `batch` in a stream of `records`.
 SY_HOST_DEVICE constexpr int32_t hier_batch_size(int32_t records, int32_t batch, int32_t batch_records) {
@@ -129,7 +142,7 @@ struct HierLayout {
     int32_t num_nodes = 1, ranks_per_node = 1;
     int32_t max_tokens = 0;     // T_max: stream slots per source node
     int32_t max_topk = 0;
-    int32_t batches = 0, batch_records = 0;
+    int32_t batches = 0;        // the most a stream has: an op's own follow from its record size
     int32_t combine_slots = 0;  // C: contributions per stream slot (ranks of a node, or top-k)
     int64_t counts_bytes = 0, forward_bytes = 0, combine_bytes = 0;  // capacities of one block / record
     int64_t counts_send_offset = 0, counts_recv_offset = 0;
@@ -151,7 +164,6 @@ struct HierLayout {
         h.max_tokens = max_tokens;
         h.max_topk = max_topk;
         h.batches = hier_num_batches(num_nodes);
-        h.batch_records = hier_batch_records(max_tokens, num_nodes);
         h.combine_slots = int32_t(max64(ranks_per_node, max_topk));
         h.counts_bytes = HierCounts{ranks_per_node, max_local_experts}.bytes();
         h.forward_bytes = max64(hier_forward_record(max_hidden, kPayloadBf16, kScaleNone, max_topk, ranks_per_node).total_bytes,
