@@ -124,6 +124,13 @@ SY_TEST(KernelFamilies, CompileForSm90aWithoutSpills) {
     for (const auto& source : one_per_family()) std::printf("%s\n", compile_checked(source).c_str());
 }
 
+// Every routing instantiation (eight, about a second each): its look back keeps as many 64-bit
+// words in flight as the 64-register cap allows, and the instantiation the case above compiles is
+// the last to spill when that count grows (twelve spilled in the other seven only).
+SY_TEST(KernelFamilies, EveryRoutingInstantiationCompilesWithoutSpills) {
+    for (const auto& source : launch::routing_catalog()) std::printf("%s\n", compile_checked(source).c_str());
+}
+
 SY_TEST(KernelFamilies, CompileForSm100a) {
     // One family is enough to show the headers are not Hopper-only.
     jit::CompileOptions options;

@@ -265,10 +265,11 @@ SY_DEVICE bool sum_earlier_chunks(const RoutingArgs& args, int columns, int chun
     for (int i = threadIdx.x; i < columns * parts; i += blockDim.x) {
         const int column = i % columns, part = i / columns;
         int32_t running = 0;
-        // Twelve chunks' totals in flight at once: at 4,096 tokens (32 chunks of 128 tokens, top-8)
-        // and 264 columns (three parts per column, 36 chunks' reach) that is one round trip per
-        // thread on the last chunk's path. (Sixteen 64-bit words spill at the 64-register cap.)
-        constexpr int kBatch = 12;
+        // Eleven chunks' totals in flight at once: at 4,096 tokens (32 chunks of 128 tokens, top-8)
+        // and up to 264 columns (three parts per column, 33 chunks' reach) that is one round trip
+        // per thread on the last chunk's path. (Twelve 64-bit words spill 8-12 bytes at the
+        // 64-register cap in every instantiation but the histogram one without node columns.)
+        constexpr int kBatch = 11;
         for (int first = part * kBatch; first < chunk; first += parts * kBatch) {
             uint64_t words[kBatch];
 #pragma unroll
