@@ -67,11 +67,10 @@ SY_HOST_DEVICE constexpr int32_t hier_num_batches(int32_t num_nodes) {
 SY_HOST_DEVICE constexpr int32_t hier_batch_records(int32_t max_tokens, int32_t num_nodes, int64_t record_bytes) {
     if (max_tokens <= 0) return 1;
     const int32_t batches = hier_num_batches(num_nodes);
-    const int32_t fewest = (max_tokens + batches - 1) / batches;  // the layout's limit
-    const int32_t by_count = (max_tokens + kHierStreamBatches - 1) / kHierStreamBatches;
-    const int64_t by_bytes = record_bytes > 0 ? kHierBatchBytes / record_bytes : by_count;
-    const int32_t wanted = by_bytes < by_count ? int32_t(by_bytes > 1 ? by_bytes : 1) : by_count;
-    return wanted > fewest ? wanted : fewest;
+    const int64_t fewest = (max_tokens + batches - 1) / batches;  // the layout's limit
+    const int64_t by_count = (max_tokens + kHierStreamBatches - 1) / kHierStreamBatches;
+    const int64_t by_bytes = max64(1, kHierBatchBytes / max64(record_bytes, 1));
+    return int32_t(max64(fewest, min64(by_count, by_bytes)));
 }
 // Records of batch `batch` in a stream of `records`.
 SY_HOST_DEVICE constexpr int32_t hier_batch_size(int32_t records, int32_t batch, int32_t batch_records) {
