@@ -16,6 +16,7 @@
 #include "l2_flush.hpp"
 #include "routing.hpp"
 #include "stats.hpp"
+#include "stream_alignment.hpp"
 #include "stream_gate.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/common/record_layout.cuh"
@@ -89,6 +90,8 @@ struct Run {
     int iters, warmup;
     BufferConfig config;
     std::vector<NodesRank> ranks;
+    std::vector<int> devices;                // [R]: each rank's GPU
+    std::unique_ptr<StreamAligner> aligner;  // the ranks' streams meet before each timed op
 };
 
 void set_up(harness::RankGroup& group, Run& run) {
@@ -97,6 +100,7 @@ void set_up(harness::RankGroup& group, Run& run) {
     const size_t scale_words = size_t((H + 127) / 128);
     group.run([&](harness::RankContext& rank) {
         NodesRank& state = run.ranks[size_t(rank.rank)];
+        run.devices[size_t(rank.rank)] = rank.device;
         state.buffer = std::make_unique<Buffer>(rank.communicator, rank.device, run.config);
         std::mt19937 rng(uint32_t(run.options.seed) * 77u + uint32_t(rank.rank));
         std::vector<uint16_t> x(size_t(T) * H);
@@ -206,7 +210,15 @@ void measure_rank(harness::RankContext& rank, Run& run, bool fp8, int sms, Point
             SY_CUDA_CHECK(cudaStreamSynchronize(stream));
             rank.host_barrier();
             if (iter >= run.warmup) state.gate->close(stream);
-            state.buffer->barrier(stream);  // the ranks start together (rail peers, then the node)
+            // The GPU barrier: every rank's earlier work is done and the network quiet. Its release
+            // differs between the ranks by how late the emulated network delivers its signals (up to
+            // ~13 us between nodes, traced 2026-12-02), and an op's time is its slowest rank's, whose
+            // data come from a rank that left the barrier last; so the streams then meet on events, as
+            // the benches on one node meet on the GPU, and every timed op starts together.
+            state.buffer->barrier(stream);
+            run.aligner->mark(size_t(rank.rank), stream);
+            rank.host_barrier();  // every rank's mark is recorded before any stream waits for it
+            run.aligner->wait_for_others(size_t(rank.rank), stream);
             state.timer->start(stream);
             if (op == 0)
                 result = state.buffer->dispatch(args, stream);
@@ -338,8 +350,10 @@ void measure_ht_nodes(const BenchOptions& options, int R, int G, int nodes, cons
     run.config.emulated_nodes = nodes;
     if (options.network_gbps) run.config.network_bandwidth_gbps = *options.network_gbps;
     run.ranks.resize(size_t(R));
+    run.devices.resize(size_t(R));
     harness::RankGroup group(R, G);
     set_up(group, run);
+    run.aligner = std::make_unique<StreamAligner>(run.devices);
     auto model_for = [&](SmModelOp op) {
         SmModelInput input;
         input.num_experts = shape.E;

@@ -115,6 +115,14 @@ void launch_ht_routing(const LaunchContext& context, const HtDispatchPlan& plan,
         // The routing kernel sends the counts notify as soon as it has the totals.
         args.notify = ht_notify_target(context, plan.extents.local_experts);
     }
+    // The dispatch is scheduled as the routing starts when both grids fit this rank's share of the
+    // GPU (a GPU of its own, or few co-located ranks); otherwise once every routing block has
+    // published its chunk. Four ranks on one H200 (29 SMs each, 32 routing blocks and 16 dispatch
+    // blocks a rank) left one rank's routing waiting ~12 us for SMs that the others' early
+    // dispatch blocks held idle, and an op across nodes ends with the rail peer of its latest rank
+    // (decisions, 2026-12-02).
+    const int32_t chunks = device::layout_num_chunks(args.num_tokens, args.topk);
+    args.dependents_early = chunks + plan.num_sms <= context.sm_budget ? 1 : 0;
     launch_routing(context, args, plan.index_is_int64);
 }
 

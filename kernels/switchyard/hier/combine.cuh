@@ -87,22 +87,21 @@ SY_DEVICE bool reduce_items(const HierCombineArgs<Backend>& args, const HierOp& 
 }
 
 // The last block: the combine batch signals consumed (one more per batch of each node's partials
-// for the next combine), the staged counts back to zero, this op's source puts tallied (the batches
-// of partials to each other node and the weights puts: HierSources), the entry and weights rounds,
-// the sequence. GPU scope only (finish_locally's reasoning).
+// for the next combine) and the staged counts back to zero (book_batches, by the whole block), this
+// op's source puts tallied (the batches of partials to each other node and the weights puts:
+// HierSources), the entry and weights rounds, the sequence. GPU scope only (finish_locally's
+// reasoning).
 template <class Backend>
 SY_DEVICE void finish_combine(const HierCombineArgs<Backend>& args, const HierOp& op, uint64_t* counters,
                               bool handshake) {
     const HtCommon& c = args.ht.common;
-    const WorkspaceLayout& ws = c.layout.workspace;
-    if (!ht_detail::last_block_to_finish<false>(counters)) return;
+    if (!ht_detail::block_is_last_to_finish<false>(counters)) return;
+    book_batches(c, op, 1, 2, [&](int32_t node) {
+        return hier_batches_of(args.num_tokens_per_node[node], op.batch_records);
+    });
+    if (threadIdx.x != 0) return;
     uint64_t source_puts = 0;
     for (int32_t node = 0; node < op.num_nodes; ++node) {
-        const int32_t batches = hier_batches_of(args.num_tokens_per_node[node], op.batch_records);
-        for (int32_t batch = 0; batch < ws.hier_batches; ++batch) {
-            *ws.hier_staged(c.local_base, 1, node, batch) = 0;
-            if (node != op.node && batch < batches) *ws.hier_consumed(c.local_base, 2, node, batch) += 1;
-        }
         if (node != op.node)
             source_puts += uint64_t(hier_batches_of(args.forward_counts[node], op.batch_records)) +
                            (args.weights_travel && c.num_tokens > 0 ? 1u : 0u);

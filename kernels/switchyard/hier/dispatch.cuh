@@ -49,24 +49,22 @@ namespace switchyard::device {
 namespace hier_detail {
 
 // The last block: dispatch-done at each rank of this node, the batch signals consumed from each
-// node's stream (the next dispatch of this parity waits for one more), the staged counts back to
-// zero, this op's source puts tallied (a counts block and the stream's batches to each other node:
-// HierSources), the sequences advanced.
+// node's stream (the next dispatch of this parity waits for one more) and the staged counts back to
+// zero (book_batches, by the whole block), this op's source puts tallied (a counts block and the
+// stream's batches to each other node: HierSources), the sequences advanced.
 template <class Backend>
 SY_DEVICE void finish_dispatch(const HierDispatchArgs<Backend>& args, const HierOp& op, uint64_t* counters) {
     const HtCommon& c = args.ht.common;
     const WorkspaceLayout& ws = c.layout.workspace;
-    if (!ht_detail::last_block_to_finish<true>(counters)) return;
-    signal_node(c, op, ws.ht_dispatch_done_offset, op.sequence);
+    if (!ht_detail::block_is_last_to_finish<true>(counters)) return;
+    if (threadIdx.x == 0) signal_node(c, op, ws.ht_dispatch_done_offset, op.sequence);
+    book_batches(c, op, 0, op.parity,
+                 [&](int32_t node) { return hier_batches_of(args.forward_counts[node], op.batch_records); });
+    if (threadIdx.x != 0) return;
     uint64_t source_puts = 0;
-    for (int32_t node = 0; node < op.num_nodes; ++node) {
-        const int32_t batches = hier_batches_of(args.forward_counts[node], op.batch_records);
-        for (int32_t batch = 0; batch < ws.hier_batches; ++batch) {
-            *ws.hier_staged(c.local_base, 0, node, batch) = 0;
-            if (node != op.node && batch < batches) *ws.hier_consumed(c.local_base, op.parity, node, batch) += 1;
-        }
-        if (node != op.node) source_puts += 1 + uint64_t(hier_batches_of(args.num_tokens_per_node[node], op.batch_records));
-    }
+    for (int32_t node = 0; node < op.num_nodes; ++node)
+        if (node != op.node)
+            source_puts += 1 + uint64_t(hier_batches_of(args.num_tokens_per_node[node], op.batch_records));
     dispatch_sources().add(counters, source_puts);
     counters[kCounterHierHeadItem] = 0;
     counters[kCounterHierDispatches] += 1;

@@ -151,20 +151,22 @@ SY_DEVICE void write_forward_records(const HierDispatchArgs<Backend>& args, cons
     __syncwarp();
 }
 
-// After a run: its records are complete and visible at system scope, then lane m adds node m's to
-// their batches. False when a put failed (reported).
+// After a run: its records are complete and ordered before lane m's add of node m's records to
+// their batches. GPU scope suffices: the adds hand the records to the lane that completes the batch,
+// on this GPU, and that lane's system fence before the put (add_to_stream) is cumulative over
+// them. False when a put failed (reported).
 template <class Backend>
 SY_DEVICE bool end_run(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
                        int32_t records, int32_t first, int32_t& count) {
     if (ptx::lane_id() == 0) {
         ptx::bulk_wait<0>();
         ptx::fence_proxy_async_global();  // the bulk stores, before the generic fence below
-        ptx::fence_acq_rel_sys();
+        ptx::fence_acq_rel_gpu();
     }
     __syncwarp();
     bool ok = true;
     if (count > 0) {
-        ptx::fence_acq_rel_sys();  // the warp's records (observed through the warp barrier) before the add
+        ptx::fence_acq_rel_gpu();  // the warp's records (observed through the warp barrier) before the add
         ok = add_to_stream(port, dispatch_stream(args, op, int32_t(ptx::lane_id()), records), first, count,
                            op.sequence);
         count = 0;

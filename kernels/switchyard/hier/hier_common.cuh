@@ -122,7 +122,10 @@ SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, 
         first = end;
         const int32_t size = hier_batch_size(s.records, batch, B);
         if (atomicAdd(s.staged + batch, added) + added != uint32_t(size)) continue;
-        ptx::fence_acq_rel_sys();  // acquire: every writer's records of the batch precede what follows
+        // Acquire: every writer's records of the batch (each fenced at GPU scope before its add)
+        // precede what follows; system scope, so that the put's reader (a NIC, the emulated
+        // network's engine) or the ready word's sees them.
+        ptx::fence_acq_rel_sys();
         if (s.ready != nullptr) {
             ptx::st_relaxed_sys(s.ready + batch, sequence);
             continue;
@@ -149,6 +152,23 @@ SY_DEVICE void signal_node(const HtCommon& c, const HierOp& op, int64_t done_off
     for (int32_t g = 0; g < op.ranks_per_node; ++g)
         ptx::st_relaxed_sys(reinterpret_cast<uint64_t*>(c.peer_bases[op.rank_of(op.node, g)] + done_offset) + c.rank,
                             value);
+}
+
+// The last block's batch bookkeeping, one word a thread: each node's staged counts of `staged_op`
+// (0 dispatch, 1 combine) back to zero and, for the other nodes, one more consumed signal of
+// `consumed_kind` for each batch of the `batches_of(node)` the op used. Spread over the block
+// because one thread took ~5 us for the loads and stores one after another, and the kernel ends
+// only after them (traced, 2026-12-02).
+template <typename BatchesOf>
+SY_DEVICE void book_batches(const HtCommon& c, const HierOp& op, int32_t staged_op, int32_t consumed_kind,
+                            BatchesOf batches_of) {
+    const WorkspaceLayout& ws = c.layout.workspace;
+    for (int32_t i = int32_t(threadIdx.x); i < op.num_nodes * ws.hier_batches; i += int32_t(blockDim.x)) {
+        const int32_t node = i / ws.hier_batches, batch = i % ws.hier_batches;
+        *ws.hier_staged(c.local_base, staged_op, node, batch) = 0;
+        if (node != op.node && batch < batches_of(node))
+            *ws.hier_consumed(c.local_base, consumed_kind, node, batch) += 1;
+    }
 }
 
 }  // namespace hier_detail

@@ -71,6 +71,10 @@ struct RoutingArgs {
     int32_t ranks_per_node;
     int32_t* token_node_slot;      // [T, N] slot in the stream of tokens to that node, -1 if none
     int32_t* num_tokens_per_node;  // [N]
+    // When the kernel chained after this one (the dispatch) may be scheduled: 1, as this grid starts
+    // (its blocks then wait beside the routing's); 0, once every block has published its chunk, so
+    // that the dependent's blocks do not hold SMs that a co-located rank's routing waits for.
+    int32_t dependents_early;
 };
 
 constexpr int kLayoutThreads = 1024;
@@ -326,8 +330,9 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
     int32_t* warp_counts = partial + kLayoutThreads;  // [32][columns] (kHistogram)
     const int experts_per_rank = args.num_experts / args.num_ranks;
     __shared__ uint64_t epoch;
-    // The dispatch kernel may be scheduled now: it waits for this grid before reading anything.
-    ptx::launch_dependents();
+    // The dispatch kernel may be scheduled now (or after the publish below): it waits for this
+    // grid before reading anything.
+    if (args.dependents_early) ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingStart, true);
     // Thread 0 takes the block's chunk and reads the epoch (it cannot advance before every block
     // has published), both round trips at once; the epoch is waited for only at the publish.
@@ -371,6 +376,7 @@ __global__ void __launch_bounds__(kLayoutThreads, 1)
         ptx::st_relaxed_gpu(args.chunk_totals + int64_t(chunk) * columns + column,
                             layout_total_word(epoch, totals[column], chunk_invalid));
     if (threadIdx.x == 0) trace_mark(args.trace, kHtRoutingPublished);
+    if (!args.dependents_early) ptx::launch_dependents();
 
     // The notify's poison check and op sequence (below) are loaded now, beside the earlier
     // chunks' totals. A chunk with invalid ids says so in its words (the look back sees it);

@@ -61,6 +61,17 @@ SY_DEVICE bool last_block_to_finish(uint64_t* counters) {
     return true;
 }
 
+// last_block_to_finish for a finish the whole block shares: true in every thread of the grid's
+// last block (thread 0's view, as there, passed on through the block barrier).
+template <bool kSystem>
+SY_DEVICE bool block_is_last_to_finish(uint64_t* counters) {
+    __shared__ int last;
+    const bool mine = last_block_to_finish<kSystem>(counters);
+    if (threadIdx.x == 0) last = mine ? 1 : 0;
+    __syncthreads();
+    return last != 0;
+}
+
 // The last block, after its signals: resets the kernel's counters and advances the op sequence
 // (and `op_counter`, if >= 0, to it).
 SY_DEVICE void end_op(uint64_t* counters, uint64_t sequence, int32_t op_counter) {
