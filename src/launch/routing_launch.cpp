@@ -3,6 +3,7 @@
 // (launch_ht_routing, which also sends the op's counts notify) and Buffer::get_dispatch_layout.
 #include <string>
 
+#include "core/tuning.hpp"
 #include "jit/jit.hpp"
 #include "launch/ht_launch.hpp"
 #include "launch/kernel_catalog.hpp"
@@ -115,14 +116,11 @@ void launch_ht_routing(const LaunchContext& context, const HtDispatchPlan& plan,
         // The routing kernel sends the counts notify as soon as it has the totals.
         args.notify = ht_notify_target(context, plan.extents.local_experts);
     }
-    // The dispatch is scheduled as the routing starts when both grids fit this rank's share of the
-    // GPU (a GPU of its own, or few co-located ranks); otherwise once every routing block has
-    // published its chunk. Four ranks on one H200 (29 SMs each, 32 routing blocks and 16 dispatch
-    // blocks a rank) left one rank's routing waiting ~12 us for SMs that the others' early
-    // dispatch blocks held idle, and an op across nodes ends with the rail peer of its latest rank
-    // (decisions, 2026-12-02).
-    const int32_t chunks = device::layout_num_chunks(args.num_tokens, args.topk);
-    args.dependents_early = chunks + plan.num_sms <= context.sm_budget ? 1 : 0;
+    // The dispatch is scheduled as the routing starts only where both grids fit this rank's share;
+    // otherwise once every routing block has published (a co-located rank's routing would wait for
+    // SMs, and an op across nodes ends with the rail peer of its latest rank; decisions, 2026-12-02).
+    args.dependents_early = tuning::dispatch_scheduled_with_routing(
+        device::layout_num_chunks(args.num_tokens, args.topk), plan.num_sms, context.sm_budget);
     launch_routing(context, args, plan.index_is_int64);
 }
 

@@ -243,3 +243,15 @@ SY_TEST(NetSetup, EmulatedNetworkLeavesSmsForItsCopies) {
                      ranks * tuning::kEmulatedNetworkSmsPerRank <=
                  132);
 }
+
+// The routing lets its chained dispatch be scheduled at its start only where both grids fit the
+// rank's share: four ranks with the network (29 SMs, 32 chunks of 4,096 tokens, 16 dispatch SMs) wait
+// for the publish, two ranks sharing a GPU and a rank alone do not.
+SY_TEST(NetSetup, DispatchScheduledWithTheRoutingOnlyWhereBothGridsFit) {
+    const int ep4_nodes = tuning::rank_sm_budget(132, 4, true), ep2 = tuning::rank_sm_budget(132, 2, false);
+    SY_CHECK(!tuning::dispatch_scheduled_with_routing(32, 16, ep4_nodes));
+    SY_CHECK(!tuning::dispatch_scheduled_with_routing(32, 16, tuning::rank_sm_budget(132, 4, false)));
+    SY_CHECK(tuning::dispatch_scheduled_with_routing(32, 16, ep2));
+    SY_CHECK(tuning::dispatch_scheduled_with_routing(32, 24, tuning::rank_sm_budget(132, 1, false)));
+    SY_CHECK(tuning::dispatch_scheduled_with_routing(8, 16, ep4_nodes));  // 1,024 tokens
+}
