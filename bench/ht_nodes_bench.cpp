@@ -90,7 +90,6 @@ struct Run {
     int iters, warmup;
     BufferConfig config;
     std::vector<NodesRank> ranks;
-    std::vector<int> devices;                // [R]: each rank's GPU
     std::unique_ptr<StreamAligner> aligner;  // the ranks' streams meet before each timed op
 };
 
@@ -100,7 +99,6 @@ void set_up(harness::RankGroup& group, Run& run) {
     const size_t scale_words = size_t((H + 127) / 128);
     group.run([&](harness::RankContext& rank) {
         NodesRank& state = run.ranks[size_t(rank.rank)];
-        run.devices[size_t(rank.rank)] = rank.device;
         state.buffer = std::make_unique<Buffer>(rank.communicator, rank.device, run.config);
         std::mt19937 rng(uint32_t(run.options.seed) * 77u + uint32_t(rank.rank));
         std::vector<uint16_t> x(size_t(T) * H);
@@ -350,10 +348,11 @@ void measure_ht_nodes(const BenchOptions& options, int R, int G, int nodes, cons
     run.config.emulated_nodes = nodes;
     if (options.network_gbps) run.config.network_bandwidth_gbps = *options.network_gbps;
     run.ranks.resize(size_t(R));
-    run.devices.resize(size_t(R));
     harness::RankGroup group(R, G);
     set_up(group, run);
-    run.aligner = std::make_unique<StreamAligner>(run.devices);
+    std::vector<int> devices;
+    for (int r = 0; r < R; ++r) devices.push_back(harness::device_of_rank(r, R, G));
+    run.aligner = std::make_unique<StreamAligner>(devices);
     auto model_for = [&](SmModelOp op) {
         SmModelInput input;
         input.num_experts = shape.E;

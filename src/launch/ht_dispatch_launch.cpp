@@ -84,10 +84,11 @@ void launch_ht_dispatch(const LaunchContext& context, const HtDispatchPlan& plan
     // Every block waits for the peers' counts, which this rank's routing kernel (or this grid's
     // block 0) sends: all blocks must be resident. A plain launch chained after the routing kernel
     // (a cooperative one would wait for the routing to end) still finds an SM for every block: the
-    // grid is scheduled once every routing block runs, the routing blocks end without waiting for
-    // anything outside their grid, each rank's waiting blocks stay within its SM share (Buffer::
-    // sm_budget; the shares of the ranks on a GPU add up to at most its SMs), and the receive is
-    // scheduled only as this grid's blocks exit (or, on a GPU of the rank's own, once all run).
+    // grid is scheduled once every routing block runs (or has published: launch_ht_routing), the
+    // routing blocks end without waiting for anything outside their grid, each rank's waiting blocks
+    // stay within its SM share (Buffer::sm_budget; the shares of the ranks on a GPU add up to at
+    // most its SMs), and the receive is scheduled only as this grid's blocks exit (or, on a GPU of
+    // the rank's own, once all run).
     config.programmatic_dependent_launch = true;  // after the routing kernel
     jit::launch(kernel, config, &args, sizeof(args));
 }
