@@ -198,7 +198,7 @@ SY_DEVICE bool reduce_node_chunk(const HierCombineArgs<Backend>& args, const Hie
     bool ok = true;
     if (ptx::lane_id() == 0) {
         // The warp's partials (observed through the warp barrier) before the add; GPU scope, as the
-        // dispatch's senders (end_run): the batch's completing lane fences at system scope.
+        // dispatch's senders (end_run): the batch's completing lane acquires them, its put releases.
         ptx::fence_acq_rel_gpu();
         ok = add_to_stream(port, partial_stream(args, op, node, Shape::record().total_bytes), first, last - first,
                            op.sequence);

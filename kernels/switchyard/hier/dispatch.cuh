@@ -98,10 +98,6 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchStart, true);
     const uint64_t sequence = counters[kCounterHt] + 1;
     const uint64_t dispatch_index = counters[kCounterHierDispatches];
-    ptx::grid_dependency_wait();  // the routing kernel's results (programmatic dependent launch)
-    if (args.ht.receive_scheduled_early) ptx::launch_dependents();
-    if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchRoutingDone);  // the last block got here
-    if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
     ht_detail::init_stage_barriers<kWarps>(stage_barriers);
     const HierOp op = hier_op(args.net, c, sequence, int32_t(dispatch_index & 1), args.forward_bytes);
     const NetPort<Backend> port(args.net, kHierContext, c.diagnostics);
@@ -110,24 +106,42 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     __shared__ int sources_read;
     if (threadIdx.x == 0) sources_read = hier_detail::dispatch_sources().wait_read(port, counters);
     __syncthreads();  // the barriers are initialized before any warp uses its stages
+    const int warp = int(threadIdx.x / 32);
+    uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
+    // Every warp sends the head (the streams' first batches), the senders then the rest in runs,
+    // and the forwarders forward. `staged`: the tokens this warp staged so far (its stage barriers'
+    // phases where tokens are bulk-loaded). The head's first token of each warp loads while the
+    // routing kernel still runs (HtDispatchArgs::stage_ahead), except in block 0, which claims its
+    // head tokens only once the counts are out (a claimed token waits for its warp).
+    int32_t staged = 0;
+    const bool head_ahead = args.ht.stage_ahead && blockIdx.x != 0;
+    hier_detail::SenderStart head{};
+    if (head_ahead)
+        head = hier_detail::start_runs<Shape>(args, hier_detail::head_runs(args, op, counters), stages,
+                                              stage_barriers[warp], staged, true);
+    ptx::grid_dependency_wait();  // the routing kernel's results (programmatic dependent launch)
+    if (args.ht.receive_scheduled_early) ptx::launch_dependents();
+    if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchRoutingDone);  // the last block got here
+    if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
 
     // A poisoned buffer (an earlier op failed) sends nothing: its peers report the stall.
     bool ok = sources_read != 0 && !is_poisoned(c.diagnostics);
     if (blockIdx.x == 0 && sources_read != 0)
         ok = hier_detail::exchange_counts<Backend, kMaskedLayout>(args, op, port, dispatch_index);
-    const int warp = int(threadIdx.x / 32);
-    uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
-    // Every warp sends the head (the streams' first batches), the senders then the rest in runs,
-    // and the forwarders forward. `staged`: the tokens this warp staged so far (its stage barriers'
-    // phases where tokens are bulk-loaded).
-    int32_t staged = 0;
+    if (ok && !head_ahead)
+        head = hier_detail::start_runs<Shape>(args, hier_detail::head_runs(args, op, counters), stages,
+                                              stage_barriers[warp], staged, false);
     if (ok)
-        ok = hier_detail::send_tokens<Shape, Backend>(args, op, port, stages, stage_barriers[warp],
-                                                      hier_detail::head_runs(args, op, counters), staged);
+        ok = hier_detail::send_tokens<Shape, Backend>(args, op, port, stages, stage_barriers[warp], head,
+                                                      staged);
+    else if (head.staged)
+        ht_detail::drop_staged<Shape>(args.ht, &stage_barriers[warp][0], StageUse::of_token(0));
     if (ok && warp < kSendWarps) {
-        ok = hier_detail::send_tokens<Shape, Backend>(
-            args, op, port, stages, stage_barriers[warp],
-            hier_detail::body_runs<kClaimTokens>(args, op, counters), staged);
+        const hier_detail::SenderStart body =
+            hier_detail::start_runs<Shape>(args, hier_detail::body_runs<kClaimTokens>(args, op, counters),
+                                           stages, stage_barriers[warp], staged, false);
+        ok = hier_detail::send_tokens<Shape, Backend>(args, op, port, stages, stage_barriers[warp], body,
+                                                      staged);
         hier_detail::mark_sent(args.ht.trace);
     } else if (ok)
         ok = hier_detail::forward_records<Shape>(args, op, port, counters, stages, stage_barriers[warp],

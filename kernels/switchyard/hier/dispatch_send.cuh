@@ -153,8 +153,8 @@ SY_DEVICE void write_forward_records(const HierDispatchArgs<Backend>& args, cons
 
 // After a run: its records are complete and ordered before lane m's add of node m's records to
 // their batches. GPU scope suffices: the adds hand the records to the lane that completes the batch,
-// on this GPU, and that lane's system fence before the put (add_to_stream) is cumulative over
-// them. False when a put failed (reported).
+// on this GPU, which acquires them and whose put releases them to its reader (add_to_stream).
+// False when a put failed (reported).
 template <class Backend>
 SY_DEVICE bool end_run(const HierDispatchArgs<Backend>& args, const HierOp& op, const NetPort<Backend>& port,
                        int32_t records, int32_t first, int32_t& count) {
@@ -214,19 +214,44 @@ SY_DEVICE SenderRuns body_runs(const HierDispatchArgs<Backend>& args, const Hier
                       ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem), 1ull}};
 }
 
-// send_tokens, for one warp with its two stages (`stages`, `barriers`), over the tokens of `runs`;
+// A warp's runs over a schedule and the first token of them (claimed), which the kernel may stage
+// ahead, before it waits for the routing kernel (ht_detail::stage_ahead).
+struct SenderStart {
+    SenderRuns runs;
+    int token = -1;       // -1: the warp has no tokens in the schedule
+    bool staged = false;  // staged ahead into the stage of the warp's next use
+};
+
+// Claims the warp's first run of `runs`; with `stage`, stages its first token ahead (`staged`: the
+// tokens the warp staged before, whose count picks the stage and its barrier's phase).
+template <typename Shape, class Backend>
+SY_DEVICE SenderStart start_runs(const HierDispatchArgs<Backend>& args, SenderRuns runs, uint8_t* stages,
+                                 uint64_t* barriers, int32_t staged, bool stage) {
+    SenderStart start{runs};
+    start.token = start.runs.begin();
+    if (stage && start.token >= 0) {
+        const int s = StageUse::of_token(staged).stage;
+        ht_detail::stage_ahead<Shape>(args.ht, start.token, stages + int64_t(s) * Shape::record().meta_offset,
+                                      &barriers[s]);
+        start.staged = true;
+    }
+    return start;
+}
+
+// send_tokens, for one warp with its two stages (`stages`, `barriers`), over the tokens of `start`;
 // `staged` counts the tokens the warp staged, in this call and before (the stages alternate, and
 // the barriers' phases follow from it). False when a request failed.
 template <typename Shape, class Backend>
 SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& op,
-                           const NetPort<Backend>& port, uint8_t* stages, uint64_t* barriers, SenderRuns runs,
-                           int32_t& staged) {
+                           const NetPort<Backend>& port, uint8_t* stages, uint64_t* barriers,
+                           SenderStart start, int32_t& staged) {
     constexpr bool kPrefetch = !Shape::kQuantize;
     const int64_t stage_bytes = Shape::record().meta_offset;
     const uint32_t lane = ptx::lane_id();
     const int32_t records = int(lane) < op.num_nodes ? args.num_tokens_per_node[lane] : 0;
     int32_t first = 0, count = 0;
-    int token = runs.begin();
+    SenderRuns& runs = start.runs;
+    int token = start.token;
     HierRoute route{};
     if (token >= 0) route = load_route<Shape>(args, op, token);
     bool ok = true, ran = false;
@@ -239,7 +264,7 @@ SY_DEVICE bool send_tokens(const HierDispatchArgs<Backend>& args, const HierOp& 
         }
         uint8_t* stage_at = stages + int64_t(stage) * stage_bytes;
         if (!ht_detail::stage_token<Shape>(args.ht, token, stage_at, &barriers[stage], use,
-                                           kPrefetch && !first_token)) {
+                                           first_token ? start.staged : kPrefetch)) {
             ok = false;  // reported; this warp's runs never complete their batches
             break;
         }

@@ -90,9 +90,9 @@ SY_DEVICE HierSources combine_sources() {
 // A stream of records to one node, as its writers complete them. Records [first, first + count)
 // written by one lane's warp go to their batches; the lane whose records complete a batch sends
 // it: to another node as one put of the whole batch with the batch's signal (+1), to this rank's
-// own node as a ready word (the op's sequence). The records' writers make them visible at system
-// scope before they add them (fence, then the add); the completing lane's fence after its add
-// orders every writer's records before its put: so one put carries records that several warps of
+// own node as a ready word (the op's sequence). The records' writers fence at GPU scope before
+// they add them; the completing lane's fence after its add orders every writer's records before
+// its put, whose own release covers them: so one put carries records that several warps of
 // several blocks wrote (the issue order the put needs, transport/net.cuh contract 2 and 5, is
 // established through the counter).
 struct HierStream {
@@ -123,9 +123,12 @@ SY_DEVICE bool add_to_stream(const NetPort<Backend>& port, const HierStream& s, 
         const int32_t size = hier_batch_size(s.records, batch, B);
         if (atomicAdd(s.staged + batch, added) + added != uint32_t(size)) continue;
         // Acquire: every writer's records of the batch (each fenced at GPU scope before its add)
-        // precede what follows; system scope, so that the put's reader (a NIC, the emulated
-        // network's engine) or the ready word's sees them.
-        ptx::fence_acq_rel_sys();
+        // precede what follows. GPU scope suffices: the put releases what its thread has seen at
+        // the scope its reader needs (the emulated network's tag at system scope; GIN's put by
+        // default, its source written at device scope), and the ready word's readers are this
+        // rank's forwarders, on this GPU. A system fence here as well cost the dispatch across nodes
+        // ~2.5 us (decisions, 2026-12-03).
+        ptx::fence_acq_rel_gpu();
         if (s.ready != nullptr) {
             ptx::st_relaxed_sys(s.ready + batch, sequence);
             continue;

@@ -37,7 +37,7 @@ namespace switchyard::device {
 namespace ht_detail {
 
 // The first warp: each of the block's warps gets two stage barriers (one arrival each: the lane
-// that issues a stage's bulk load). The block barrier that opens exchange_counts publishes them.
+// that issues a stage's bulk load). The kernel's block barrier after it publishes them.
 template <int kWarps>
 SY_DEVICE void init_stage_barriers(uint64_t (*barriers)[2]) {
     const uint32_t lane = ptx::lane_id();
@@ -78,6 +78,16 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // before the routing kernel began, so it is read before the wait below (one round trip less
     // after it).
     const uint64_t sequence = counters[kCounterHt] + 1;
+    ht_detail::init_stage_barriers<kWarps>(stage_barriers);
+    __syncthreads();  // the stage barriers, before any warp stages a token
+    const int warp = int(threadIdx.x / 32);
+    uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
+    // Each warp's first token loads while the routing kernel still runs, where a routing kernel
+    // precedes this grid (HtDispatchArgs::stage_ahead); otherwise it is claimed after the wait.
+    ht_detail::WarpStart start{};
+    if (args.stage_ahead)
+        start = ht_detail::start_tokens<Shape, kWarps, kClaimTokens>(args, counters, stages,
+                                                                     stage_barriers[warp], true);
     // With programmatic dependent launch this grid is resident before the routing kernel ends:
     // wait for it before reading anything it wrote (the routing, the poison word); then, on a GPU
     // of its own, let the receive kernel be scheduled, to wait in turn at its start.
@@ -85,16 +95,16 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (args.receive_scheduled_early) ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchRoutingDone);
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
-    ht_detail::init_stage_barriers<kWarps>(stage_barriers);
+    if (!args.stage_ahead)
+        start = ht_detail::start_tokens<Shape, kWarps, kClaimTokens>(args, counters, stages,
+                                                                     stage_barriers[warp], false);
 
     const bool ok = ht_detail::exchange_counts(args, sequence, dest_offset);
     if (ok && blockIdx.x == 0) ht_detail::publish_recv_info<kMaskedLayout>(args);
-    if (ok) {
-        const int warp = int(threadIdx.x / 32);
-        uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
-        ht_detail::send_tokens<Shape, kWarps, kClaimTokens>(args, counters, dest_offset, stages,
-                                                            stage_barriers[warp]);
-    }
+    if (ok)
+        ht_detail::send_tokens<Shape>(args, start, dest_offset, stages, stage_barriers[warp]);
+    else if (start.staged)
+        ht_detail::drop_staged<Shape>(args, &stage_barriers[warp][0], StageUse::of_token(0));
 
     // finish: bulk writes are ordered with generic ones first, then the last block signals.
     ptx::fence_proxy_async_global();

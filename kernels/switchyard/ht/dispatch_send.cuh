@@ -122,14 +122,15 @@ SY_DEVICE void quantize_token(const HtDispatchArgs& args, int token, uint8_t* st
 }
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
-// `prefetched`, the bulk load was already issued (issue_load) and is only waited for here; `use`
+// `prefetched`, the bulk load was already issued (issue_load, stage_ahead) and is only waited for
+// here, or the token already quantized (stage_ahead); `use`
 // says which phase of the stage barrier that load completes. False when that phase never completed
 // (reported: wait_stage_barrier); the warp then sends nothing more.
 template <typename Shape>
 SY_DEVICE bool stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
                            StageUse use, bool prefetched) {
     if constexpr (Shape::kQuantize) {
-        quantize_token<Shape>(args, token, stage);
+        if (!prefetched) quantize_token<Shape>(args, token, stage);  // else stage_ahead did
         return true;
     }
     const uint32_t lane = ptx::lane_id();
@@ -146,6 +147,30 @@ SY_DEVICE bool stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
     // Every lane waits; the answer is the warp's (a lane that saw the phase complete just after
     // another gave up still stops with it).
     return __all_sync(0xffffffffu, wait_stage_barrier(barrier, use.parity, args.common.diagnostics));
+}
+
+// A warp's first token staged ahead, while the grid still waits for the routing kernel (the
+// caller's tokens were ready before the routing began: HtDispatchArgs::stage_ahead): its bulk load
+// issued, or the token quantized, into the stage of its first use. stage_token(..., prefetched)
+// completes it once the routing's results are in: the payload's load is then off the path to the
+// first rows (~2 us, a round trip to the token and the barrier's wait).
+template <typename Shape>
+SY_DEVICE void stage_ahead(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier) {
+    if constexpr (Shape::kQuantize) {
+        quantize_token<Shape>(args, token, stage);
+    } else {
+        if (ptx::lane_id() == 0) issue_load<Shape>(args, token, stage, barrier);
+        __syncwarp();
+    }
+}
+
+// A token staged ahead that the warp will not send (its op failed first): the bulk load into the
+// block's shared memory completes before the block may exit (bounded: wait_stage_barrier).
+template <typename Shape>
+SY_DEVICE void drop_staged(const HtDispatchArgs& args, uint64_t* barrier, StageUse use) {
+    if constexpr (!Shape::kQuantize)
+        if (ptx::lane_id() == 0) wait_stage_barrier(barrier, use.parity, args.common.diagnostics);
+    __syncwarp();
 }
 
 // A token's routing as send_token needs it: lanes < K hold its expert, its position among the
@@ -285,21 +310,41 @@ struct WarpTokens {
     }
 };
 
-// send_tokens (every warp of a block of kWarps): the warp walks its tokens (WarpTokens, kClaimTokens
+// A warp's tokens (WarpTokens) and the first of them, which the kernel stages ahead before it
+// waits for the routing kernel where it may (HtDispatchArgs::stage_ahead).
+struct WarpStart {
+    WarpTokens tokens;
+    int token = -1;       // the warp's first token; -1: it has none
+    bool staged = false;  // staged ahead into stage 0 (stage_ahead)
+};
+
+template <typename Shape, int kWarps, int kClaimTokens>
+SY_DEVICE WarpStart start_tokens(const HtDispatchArgs& args, uint64_t* counters, uint8_t* stages,
+                                 uint64_t* barriers, bool stage) {
+    const int global_warp = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
+    WarpStart start{
+        WarpTokens{args.common.num_tokens, int(gridDim.x) * kWarps, kClaimTokens,
+                   ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
+                              (unsigned long long)kClaimTokens}}};
+    start.token = start.tokens.begin(global_warp);
+    if (stage && start.token >= 0) {
+        stage_ahead<Shape>(args, start.token, stages, &barriers[0]);
+        start.staged = true;
+    }
+    return start;
+}
+
+// send_tokens (every warp of a block of kWarps): the warp walks its tokens (`start`, kClaimTokens
 // per claim) through its two shared-memory stages (`stages`, `barriers`). Without quantization the
 // next token's bulk load is issued before this token is sent, so its latency hides behind the sends.
-template <typename Shape, int kWarps, int kClaimTokens>
-SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const int32_t* dest_offset,
+template <typename Shape>
+SY_DEVICE void send_tokens(const HtDispatchArgs& args, WarpStart start, const int32_t* dest_offset,
                            uint8_t* stages, uint64_t* barriers) {
     constexpr bool kPrefetch = !Shape::kQuantize;
     const int64_t stage_bytes = Shape::record().meta_offset;  // payload and scales of one record
     const uint32_t lane = ptx::lane_id();
-    const int global_warp = int(blockIdx.x) * kWarps + int(threadIdx.x / 32);
-    const int total_warps = int(gridDim.x) * kWarps;
-    WarpTokens tokens{args.common.num_tokens, total_warps, kClaimTokens,
-                      ClaimAhead{reinterpret_cast<unsigned long long*>(counters + kCounterHtNextItem),
-                                 (unsigned long long)kClaimTokens}};
-    int token = tokens.begin(global_warp);
+    WarpTokens& tokens = start.tokens;
+    int token = start.token;
     TokenRoute route{};
     if (token >= 0) route = load_route<Shape>(args, token);
     for (int index = 0; token >= 0; ++index) {
@@ -313,7 +358,7 @@ SY_DEVICE void send_tokens(const HtDispatchArgs& args, uint64_t* counters, const
             __syncwarp();
         }
         if (!stage_token<Shape>(args, token, stages + int64_t(stage) * stage_bytes, &barriers[stage], use,
-                                kPrefetch && index != 0))
+                                index == 0 ? start.staged : kPrefetch))
             break;  // reported; the op fails and signals nothing
         const int next = tokens.after(token);
         if (kPrefetch && next >= 0) {

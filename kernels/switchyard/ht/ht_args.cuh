@@ -74,6 +74,10 @@ struct HtDispatchArgs {
     // its GPU alone); 0: as this grid's blocks exit, so no waiting receive block holds an SM that a
     // co-located rank's kernel needs (launch_context.hpp, gpu_alone).
     int32_t receive_scheduled_early;
+    // 1: a routing kernel (a plain launch, after all the work before the op) precedes this grid, so
+    // the caller's tokens are ready before this grid waits for it and its first tokens may be staged
+    // ahead; 0 (a cached dispatch): the grid may be chained after any kernel, x too waits.
+    int32_t stage_ahead;
     // Outputs for the receiver side (this rank as a destination).
     int32_t* recv_info;  // HtRecvInfoLayout
     int32_t expert_alignment;

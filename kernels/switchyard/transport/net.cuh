@@ -29,7 +29,9 @@
 //   4. flush() returns once every put this thread issued earlier on the port's context has read
 //      its source. It says nothing about remote completion either.
 //   5. Data written by the kernel before a put (its source) must be written by the issuing thread,
-//      or by threads that synchronized with it (__syncthreads(), __syncwarp()) before the put.
+//      or by threads whose writes it acquired before the put (__syncthreads(), __syncwarp(), or a
+//      release and acquire at GPU scope through memory); the put releases them at the scope its
+//      reader needs (the emulated engine's tag at system scope; GIN's put itself).
 //   6. Signals are single-writer: each signal id of a receiving rank is raised by one source rank
 //      only (callers lay signal ids out per source node). Each signal and counter id belongs to
 //      one context: it is raised, read and waited for through ports on that context only (GIN
