@@ -83,6 +83,10 @@ elif [ "${SWITCHYARD_TEST_SANITIZERS:-1}" != 0 ] && command -v compute-sanitizer
                 if [ $code -ne 0 ] || ! grep -qE "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards)" "$log"; then
                     sanitizers=failed
                     status=1
+                    # What the case said before it ended (a timeout names rank, peer and phase): the
+                    # log itself may not travel back from the GPU machine.
+                    grep -vE "^========= (COMPUTE-SANITIZER|ERROR SUMMARY|RACECHECK SUMMARY)" "$log" | tail -12 |
+                        sed 's/^/    | /'
                 fi
             done
         done
