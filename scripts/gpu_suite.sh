@@ -15,7 +15,8 @@
 #   bash scripts/gpu_suite.sh [BUILD_DIR]      (default build-gpu)
 #
 # Logs go to $OUT (the GPU machine's output folder) when it is set, else to BUILD_DIR/suite-logs.
-# SWITCHYARD_TEST_SANITIZERS=0 skips part 2; SWITCHYARD_TEST_SHAPES replaces the shapes of part 0;
+# SWITCHYARD_TEST_SANITIZERS=0 skips part 2 (SWITCHYARD_SANITIZER_TIMEOUT_S bounds each of its runs,
+# default 420); SWITCHYARD_TEST_SHAPES replaces the shapes of part 0;
 # SWITCHYARD_TEST_PARTS selects parts (default "catalog cases sanitizers python"; a part left out is
 # reported as not run); SWITCHYARD_TEST_CASES / SWITCHYARD_TEST_EXCLUDE: regular expressions of the
 # GPU cases to run / leave out (ctest -R / -E) (tool variables of this script).
@@ -76,8 +77,12 @@ elif [ "${SWITCHYARD_TEST_SANITIZERS:-1}" != 0 ] && command -v compute-sanitizer
             selected=$((selected + 1))
             for tool in memcheck racecheck; do
                 log="$logs/sanitizer-$tool-${binary##*/}-$case_name.log"
-                compute-sanitizer --tool "$tool" --error-exitcode 9 "$binary" --case "$case_name" >"$log" 2>&1
+                # Bounded: under memcheck the case's own timeouts can take minutes to fire (a stalled
+                # run was still silent after 240 s, 2026-12-03).
+                timeout "${SWITCHYARD_SANITIZER_TIMEOUT_S:-420}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+                    "$binary" --case "$case_name" >"$log" 2>&1
                 code=$?
+                [ $code -eq 124 ] && echo "killed after ${SWITCHYARD_SANITIZER_TIMEOUT_S:-420} s" >>"$log"
                 summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
                 echo "sanitizer $tool ${binary##*/} $case_name: exit $code; ${summary:-no summary}"
                 if [ $code -ne 0 ] || ! grep -qE "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards)" "$log"; then
