@@ -123,9 +123,9 @@ SY_DEVICE void quantize_token(const HtDispatchArgs& args, int token, uint8_t* st
 
 // Loads (or quantizes) token `token` into `stage` (payload then scales, record layout). With
 // `prefetched`, the bulk load was already issued (issue_load, stage_ahead) and is only waited for
-// here, or the token already quantized (stage_ahead); `use`
-// says which phase of the stage barrier that load completes. False when that phase never completed
-// (reported: wait_stage_barrier); the warp then sends nothing more.
+// here, or the token was already quantized (stage_ahead); `use` says which phase of the stage
+// barrier that load completes. False when that phase never completed (reported:
+// wait_stage_barrier); the warp then sends nothing more.
 template <typename Shape>
 SY_DEVICE bool stage_token(const HtDispatchArgs& args, int token, uint8_t* stage, uint64_t* barrier,
                            StageUse use, bool prefetched) {
