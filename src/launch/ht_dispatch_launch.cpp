@@ -63,7 +63,7 @@ device::HtDispatchArgs ht_dispatch_args(const LaunchContext& context, const HtDi
     args.num_tokens_per_expert = views.num_tokens_per_expert;
     args.counts_notified = plan.cached ? 0 : 1;
     args.receive_scheduled_early = context.gpu_alone ? 1 : 0;
-    args.stage_ahead = plan.cached ? 0 : 1;
+    args.after_routing = plan.cached ? 0 : 1;
     args.recv_info = views.recv_info;
     args.expert_alignment = plan.expert_alignment;
     args.host_counts = plan.host_synced ? views.host_counts : nullptr;

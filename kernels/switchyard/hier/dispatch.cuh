@@ -95,6 +95,9 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     __shared__ __align__(8) uint64_t stage_barriers[kWarps][2];
     const HtCommon& c = args.ht.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    // The workspace (the counters below, the previous dispatch's source tally, the trace) is read
+    // before the wait for the routing kernel only where one precedes this grid (ht/dispatch.cuh).
+    if (!args.ht.after_routing) ptx::grid_dependency_wait();
     if (threadIdx.x == 0) trace_mark(args.ht.trace, kHtDispatchStart, true);
     const uint64_t sequence = counters[kCounterHt] + 1;
     const uint64_t dispatch_index = counters[kCounterHierDispatches];
@@ -111,10 +114,10 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     // Every warp sends the head (the streams' first batches), the senders then the rest in runs,
     // and the forwarders forward. `staged`: the tokens this warp staged so far (its stage barriers'
     // phases where tokens are bulk-loaded). The head's first token of each warp loads while the
-    // routing kernel still runs (HtDispatchArgs::stage_ahead), except in block 0, which claims its
+    // routing kernel still runs (HtDispatchArgs::after_routing), except in block 0, which claims its
     // head tokens only once the counts are out (a claimed token waits for its warp).
     int32_t staged = 0;
-    const bool head_ahead = args.ht.stage_ahead && blockIdx.x != 0;
+    const bool head_ahead = args.ht.after_routing && blockIdx.x != 0;
     hier_detail::SenderStart head{};
     if (head_ahead)
         head = hier_detail::start_runs<Shape>(args, hier_detail::head_runs(args, op, counters), stages,

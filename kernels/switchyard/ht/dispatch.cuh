@@ -73,19 +73,22 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     __shared__ __align__(8) uint64_t stage_barriers[kWarps][2];
     const HtCommon& c = args.common;
     uint64_t* counters = c.layout.workspace.counters(c.local_base);
+    // After a routing kernel (HtDispatchArgs::after_routing) the workspace was last written by the
+    // previous op's kernels, which ended before the routing kernel began: the op's sequence is read
+    // (and the start traced) before the wait below, one round trip less after it. A cached dispatch
+    // may be chained right after the previous op's last kernel, whose last writes (the sequence, the
+    // trace) a dependent grid sees only after its wait: it waits first.
+    if (!args.after_routing) ptx::grid_dependency_wait();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchStart, true);
-    // The op's sequence: the counter was last written by the previous op's kernels, which ended
-    // before the routing kernel began, so it is read before the wait below (one round trip less
-    // after it).
     const uint64_t sequence = counters[kCounterHt] + 1;
     ht_detail::init_stage_barriers<kWarps>(stage_barriers);
     __syncthreads();  // the stage barriers, before any warp stages a token
     const int warp = int(threadIdx.x / 32);
     uint8_t* stages = dynamic_smem + int64_t(warp) * 2 * Shape::record().meta_offset;
     // Each warp's first token loads while the routing kernel still runs, where a routing kernel
-    // precedes this grid (HtDispatchArgs::stage_ahead); otherwise it is claimed after the wait.
+    // precedes this grid (HtDispatchArgs::after_routing); otherwise it is claimed after the wait.
     ht_detail::WarpStart start{};
-    if (args.stage_ahead)
+    if (args.after_routing)
         start = ht_detail::start_tokens<Shape, kWarps, kClaimTokens>(args, counters, stages,
                                                                      stage_barriers[warp], true);
     // With programmatic dependent launch this grid is resident before the routing kernel ends:
@@ -95,7 +98,7 @@ __global__ void __launch_bounds__(32 * kWarps, 1)
     if (args.receive_scheduled_early) ptx::launch_dependents();
     if (threadIdx.x == 0) trace_mark(args.trace, kHtDispatchRoutingDone);
     if (blockIdx.x == 0 && threadIdx.x == 0) mark_kernel_start(counters, kHtStartSlots, sequence);
-    if (!args.stage_ahead)
+    if (!args.after_routing)
         start = ht_detail::start_tokens<Shape, kWarps, kClaimTokens>(args, counters, stages,
                                                                      stage_barriers[warp], false);
 

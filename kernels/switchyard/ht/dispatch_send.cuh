@@ -150,7 +150,7 @@ SY_DEVICE bool stage_token(const HtDispatchArgs& args, int token, uint8_t* stage
 }
 
 // A warp's first token staged ahead, while the grid still waits for the routing kernel (the
-// caller's tokens were ready before the routing began: HtDispatchArgs::stage_ahead): its bulk load
+// caller's tokens were ready before the routing began: HtDispatchArgs::after_routing): its bulk load
 // issued, or the token quantized, into the stage of its first use. stage_token(..., prefetched)
 // completes it once the routing's results are in: the payload's load is then off the path to the
 // first rows (~2 us, a round trip to the token and the barrier's wait).
@@ -311,7 +311,7 @@ struct WarpTokens {
 };
 
 // A warp's tokens (WarpTokens) and the first of them, which the kernel stages ahead before it
-// waits for the routing kernel where it may (HtDispatchArgs::stage_ahead).
+// waits for the routing kernel where it may (HtDispatchArgs::after_routing).
 struct WarpStart {
     WarpTokens tokens;
     int token = -1;       // the warp's first token; -1: it has none

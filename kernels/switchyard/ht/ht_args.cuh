@@ -75,9 +75,11 @@ struct HtDispatchArgs {
     // co-located rank's kernel needs (launch_context.hpp, gpu_alone).
     int32_t receive_scheduled_early;
     // 1: a routing kernel (a plain launch, after all the work before the op) precedes this grid, so
-    // the caller's tokens are ready before this grid waits for it and its first tokens may be staged
-    // ahead; 0 (a cached dispatch): the grid may be chained after any kernel, x too waits.
-    int32_t stage_ahead;
+    // the caller's tokens and the counters the previous op's kernels wrote are final before this
+    // grid waits for it: they are read, and the first tokens staged, ahead of the wait. 0 (a cached
+    // dispatch): the grid may be chained after any kernel, the previous op's last one included,
+    // whose writes are visible only after the wait: nothing is read before it.
+    int32_t after_routing;
     // Outputs for the receiver side (this rank as a destination).
     int32_t* recv_info;  // HtRecvInfoLayout
     int32_t expert_alignment;
