@@ -47,7 +47,8 @@ struct NetworkEngineStats {
     // recent requests: sum and maximum above it.
     uint64_t ring_lag_samples = 0, ring_lag_ns = 0, ring_lag_max_ns = 0;
     // Stream lag: from an engine call to the GPU having run it (sampled every ~50 us, as seen by
-    // the engine's polling). Calls handed over ahead of their words' time include the hold.
+    // the engine's polling). Calls handed over ahead of their words' time include the hold. Not
+    // sampled with a CUDA tool attached (copies_by says so): there the engine records no events.
     uint64_t stream_lag_samples = 0, stream_lag_ns = 0, stream_lag_max_ns = 0;
 
     // One line: the averages and what they say.
