@@ -50,10 +50,11 @@ jit::KernelSource network_copy_source() {
 // Whether a CUDA tool (compute-sanitizer, a profiler) is injected into this process. Such a tool
 // may hold a kernel launch until the device is idle, and the ranks' kernels wait for the engine's
 // deliveries: under compute-sanitizer memcheck the engine's first copy-kernel launch never returned
-// (HierHtSanitizer.SmallTwoNodeRoundTrip timed out, 2026-12-02). The driver's copies, which such
-// tools do not hold, move the bytes then (the same case passed memcheck so); everything else is as
-// without the tool. compute-sanitizer 13.0 sets the last two variables (not CUDA_INJECTION64_PATH,
-// which the profilers use).
+// (HierHtSanitizer.SmallTwoNodeRoundTrip timed out, 2026-12-02), and event calls on the engine's
+// stream held back a call's signals (2026-12-03). With a tool the engine issues only the driver's
+// copies, which such tools do not hold, and its words, and records no events; everything else is
+// as without the tool. compute-sanitizer 13.0 sets the last two variables (not
+// CUDA_INJECTION64_PATH, which the profilers use).
 bool cuda_tool_attached() {
     for (const char* name :
          {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NV_SANITIZER_INJECTION_PORT_BASE"}) {
