@@ -9,7 +9,8 @@
 //   elect_sys    fence.acq_rel.sys + atomicAdd; the last block fences again and raises the peer's flag
 //   chain        elect_sys, then every block waits (ld.acquire.sys) for its own flag from the peer
 //   chain_data   chain, after every warp stored `bytes` to the peer
-//   arrive       every block fences (sys) and adds 1 to a counter at the peer (red.release.sys);
+//   arrive       every block fences (sys) and adds 1 to a counter at the peer (a relaxed red.sys after
+//                the fence, as the LL kernels arrive since dbf0b71);
 //                every block then waits until its own counter has all G arrivals of the peer
 //   arrive_data  arrive, after every warp stored `bytes` to the peer
 //   warp_arrive_data  as arrive_data, but every warp fences and arrives itself (no __syncthreads)
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(256, 1) case_kernel(const __grid_constant__ Pa
         __syncwarp();
         if (lane == 0) {
             ptx::fence_acq_rel_sys();
-            ptx::red_add_release_sys(p.peer_flag, 1);
+            ptx::red_add_relaxed_sys(p.peer_flag, 1);
         }
         if (threadIdx.x == 0) wait_at_least(p.own_flag, p.sequence * gridDim.x * 8);
         __syncthreads();
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(256, 1) case_kernel(const __grid_constant__ Pa
     if (p.mode == kArrive || p.mode == kArriveData) {
         if (threadIdx.x == 0) {
             ptx::fence_acq_rel_sys();
-            ptx::red_add_release_sys(p.peer_flag, 1);
+            ptx::red_add_relaxed_sys(p.peer_flag, 1);
             wait_at_least(p.own_flag, p.sequence * gridDim.x);
         }
         __syncthreads();
