@@ -25,16 +25,6 @@
 namespace switchyard::jit {
 namespace {
 
-// Where nvcc may be, in order: the toolkit the library was built with, the environment's toolkit,
-// the conventional one, then PATH.
-std::vector<std::string> nvcc_candidates() {
-    std::vector<std::string> dirs = toolkit_bin_dirs();
-    for (std::string& dir : path_dirs()) dirs.push_back(std::move(dir));
-    std::vector<std::string> out;
-    for (const auto& dir : dirs) out.push_back(dir + "/nvcc");
-    return out;
-}
-
 std::string temp_path(const std::string& stem) {
     const char* dir = std::getenv("TMPDIR");
     return std::string(dir && *dir ? dir : "/tmp") + "/switchyard-" + stem + unique_temp_suffix();
@@ -68,13 +58,7 @@ NvccToolchain find_toolchain() {
                                (found ? "now say version code " + std::to_string(found) : std::string("are gone")) +
                                "; GIN kernels must be compiled against the headers the library was built with: "
                                "rebuild the library");
-    for (const std::string& candidate : nvcc_candidates())
-        if (::access(candidate.c_str(), X_OK) == 0) {
-            std::error_code error;
-            const auto canonical = std::filesystem::weakly_canonical(candidate, error);
-            toolchain.nvcc = error ? candidate : canonical.string();
-            break;
-        }
+    toolchain.nvcc = find_nvcc();
     if (toolchain.nvcc.empty())
         throw UnsupportedError(
             "switchyard jit: GIN kernels are compiled with nvcc, which was found neither next to the CUDA toolkit "
@@ -120,6 +104,16 @@ std::string without_spaces(std::string text) {
 }
 
 }  // namespace
+
+std::string find_nvcc() {
+    std::vector<std::string> dirs = toolkit_bin_dirs();
+    for (std::string& dir : path_dirs()) dirs.push_back(std::move(dir));
+    const std::string found = find_program("nvcc", dirs);
+    if (found.empty()) return found;
+    std::error_code error;
+    const auto canonical = std::filesystem::weakly_canonical(found, error);
+    return error ? found : canonical.string();
+}
 
 const NvccToolchain& nvcc_toolchain() {
     // Not a function-local static initialised by a throwing call: a failure is retried.

@@ -26,6 +26,10 @@ struct NvccToolchain {
     int nccl_version_code = 0;  // NCCL_VERSION_CODE of those headers
 };
 
+// nvcc's path (canonical), searched in the toolkit the library was built with, then $CUDA_HOME/bin,
+// $CUDA_PATH/bin, /usr/local/cuda/bin and PATH; empty when it is in none of them.
+std::string find_nvcc();
+
 // Finds nvcc and the NCCL headers the library was built with. Throws UnsupportedError that names
 // what is missing (nvcc, or a library built without NCCL device headers, or headers that changed
 // since the build).

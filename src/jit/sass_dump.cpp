@@ -21,22 +21,14 @@ std::vector<std::string> search_dirs() {
     return dirs;
 }
 
-std::string find_tool(const std::string& name, const std::vector<std::string>& dirs) {
-    for (const auto& dir : dirs) {
-        const std::string candidate = dir + "/" + name;
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    return {};
-}
-
 }  // namespace
 
 std::string dump_sass(const std::string& cubin_path, const std::string& sass_path) {
     const auto dirs = search_dirs();
     std::vector<std::string> args;
-    if (const auto cuobjdump = find_tool("cuobjdump", dirs); !cuobjdump.empty())
+    if (const auto cuobjdump = find_program("cuobjdump", dirs); !cuobjdump.empty())
         args = {cuobjdump, "-sass", cubin_path};
-    else if (const auto nvdisasm = find_tool("nvdisasm", dirs); !nvdisasm.empty())
+    else if (const auto nvdisasm = find_program("nvdisasm", dirs); !nvdisasm.empty())
         args = {nvdisasm, cubin_path};
     else
         return "SWITCHYARD_JIT_DUMP_SASS=1: neither cuobjdump nor nvdisasm was found on PATH or in the "

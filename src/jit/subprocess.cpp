@@ -39,6 +39,14 @@ std::vector<std::string> toolkit_bin_dirs() {
     return dirs;
 }
 
+std::string find_program(const std::string& name, const std::vector<std::string>& dirs) {
+    for (const auto& dir : dirs) {
+        const std::string candidate = dir + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return {};
+}
+
 int run_to_file(const std::vector<std::string>& args, const std::string& output, bool with_stderr) {
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);

@@ -13,24 +13,13 @@
 
 #include "common/testing.hpp"
 #include "jit/disk_cache.hpp"
+#include "jit/nvcc_program.hpp"
 #include "jit/subprocess.hpp"
 
 using namespace switchyard;
 
-namespace {
-
-std::string find_nvcc() {
-    std::vector<std::string> dirs = jit::toolkit_bin_dirs();
-    for (std::string& dir : jit::path_dirs()) dirs.push_back(std::move(dir));
-    for (const std::string& dir : dirs)
-        if (::access((dir + "/nvcc").c_str(), X_OK) == 0) return dir + "/nvcc";
-    return "";
-}
-
-}  // namespace
-
 SY_TEST(MicroBenchmarks, EachCompilesWithNvcc) {
-    const std::string nvcc = find_nvcc();
+    const std::string nvcc = jit::find_nvcc();
     if (nvcc.empty())
         SY_SKIP(
             "nvcc was found neither with the CUDA toolkit nor on PATH: the microbenchmarks are not compiled");
