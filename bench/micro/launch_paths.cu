@@ -22,7 +22,8 @@
 //                block's thread 0 polls the doorbell, the block meets (__syncthreads), thread 0
 //                adds one to an arrival counter, and the last block to arrive clears the doorbell
 //                and sets the done word: what a persistent op would do at least, with no data.
-// A wait that does not end within 2 s prints and leaves its loop (the run's results are then void).
+// A device wait that does not end within 2 s prints and ends the persistent kernel; a replay that
+// does not finish within 5 s ends the program with an error (nothing waits for ever).
 //
 // Build and run (sm_90a; not part of the library build, which needs no nvcc):
 //   nvcc -O3 -std=c++20 -arch=sm_90a -Ikernels bench/micro/launch_paths.cu -lcuda -o launch_paths
@@ -31,6 +32,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,21 +61,25 @@ constexpr int kSharedBytes = 4096;
 constexpr uint64_t kWaitLimitNs = 2000000000ull;
 
 // The words the doorbell case shares between the graph's memory operations and the kernel.
+constexpr uint32_t kStop = 2;  // the doorbell's value that ends the persistent kernel
+
 struct Doorbell {
-    uint32_t ring;     // 1: an op is due; 0: none; 2: the kernel ends
+    uint32_t ring;     // 1: an op is due; 0: none; kStop: the kernel ends
     uint32_t done;     // 1: the op is done (the graph clears it)
     uint32_t arrived;  // blocks that saw the doorbell, over all ops
 };
 
-__device__ bool wait_word(const uint32_t* word, bool (*ready)(uint32_t), const char* what) {
+// The first value of `word` that is `ready`, or kStop when none comes within 2 s.
+__device__ uint32_t wait_word(const uint32_t* word, bool (*ready)(uint32_t), const char* what) {
     const uint64_t start = ptx::globaltimer_ns();
-    while (!ready(ptx::ld_acquire_sys(word))) {
+    for (;;) {
+        const uint32_t value = ptx::ld_acquire_sys(word);
+        if (ready(value)) return value;
         if (ptx::globaltimer_ns() - start > kWaitLimitNs) {
             printf("launch_paths: block %d: no %s within 2 s\n", blockIdx.x, what);
-            return false;
+            return kStop;
         }
     }
-    return true;
 }
 
 __device__ bool rung(uint32_t value) {
@@ -94,13 +100,11 @@ __global__ void busy_kernel(uint64_t busy_ns, int trigger) {
     }
 }
 
-// The persistent kernel: one op per ring of the doorbell, until the doorbell says 2.
+// The persistent kernel: one op per ring of the doorbell, until the doorbell says kStop.
 __global__ void __launch_bounds__(kThreads) persistent_kernel(Doorbell* bell) {
     __shared__ uint32_t ring;
     for (uint32_t op = 1;; ++op) {
-        if (threadIdx.x == 0) {
-            ring = wait_word(&bell->ring, rung, "doorbell") ? ptx::ld_acquire_sys(&bell->ring) : 2u;
-        }
+        if (threadIdx.x == 0) ring = wait_word(&bell->ring, rung, "doorbell");
         __syncthreads();
         if (ring != 1) return;
         if (threadIdx.x == 0) {
@@ -111,12 +115,12 @@ __global__ void __launch_bounds__(kThreads) persistent_kernel(Doorbell* bell) {
                 atomicExch(&bell->ring, 0u);
                 ptx::fence_acq_rel_sys();
                 atomicExch(&bell->done, 1u);
-            } else if (!wait_word(&bell->ring, cleared, "cleared doorbell")) {
-                ring = 2;
+            } else if (wait_word(&bell->ring, cleared, "cleared doorbell") == kStop) {
+                ring = kStop;
             }
         }
         __syncthreads();
-        if (ring == 2) return;
+        if (ring == kStop) return;
     }
 }
 
@@ -124,6 +128,20 @@ struct Timing {
     double median_us;
     double min_us;
 };
+
+// Waits for `event`, or ends the program when it has not happened within 5 s (a persistent kernel
+// that left its loop never answers the graph's wait).
+void wait_for(cudaEvent_t event) {
+    const auto start = std::chrono::steady_clock::now();
+    cudaError_t status;
+    while ((status = cudaEventQuery(event)) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
+            std::fprintf(stderr, "launch_paths: a replay did not finish within 5 s\n");
+            std::exit(1);
+        }
+    }
+    CHECK(status);
+}
 
 // Replays `graph` behind the gate, `iters` times after one warm-up, event-timed.
 Timing time_graph(cudaGraphExec_t graph, cudaStream_t stream, int* open, int iters) {
@@ -138,7 +156,7 @@ Timing time_graph(cudaGraphExec_t graph, cudaStream_t stream, int* open, int ite
         CHECK(cudaGraphLaunch(graph, stream));
         CHECK(cudaEventRecord(stop, stream));
         *reinterpret_cast<volatile int*>(open) = 1;
-        CHECK(cudaEventSynchronize(stop));
+        wait_for(stop);
         float ms = 0;
         CHECK(cudaEventElapsedTime(&ms, start, stop));
         if (it > 0) samples.push_back(double(ms) * 1000.0);
@@ -250,8 +268,7 @@ int main(int argc, char** argv) {
             });
             report(c.name, "after", grid, {after.median_us - base.median_us, after.min_us - base.min_us});
             if (persistent) {
-                const uint32_t stop = 2;
-                CHECK(cudaMemcpy(&bell->ring, &stop, sizeof(stop), cudaMemcpyHostToDevice));
+                CHECK(cudaMemcpy(&bell->ring, &kStop, sizeof(kStop), cudaMemcpyHostToDevice));
                 CHECK(cudaStreamSynchronize(resident));
                 Doorbell words{};
                 CHECK(cudaMemcpy(&words, bell, sizeof(words), cudaMemcpyDeviceToHost));
